@@ -27,7 +27,7 @@ std::string_view wc_opcode_name(ibv_wc_opcode op) {
   return "OTHER";
 }
 
-conduit::Status Completion::status() const {
+conduit::Status Completion::as_status() const {
   if (ok()) return {};
   std::string msg = std::string(ibv_wc_status_str(ibv_wc::status)) + " (qp " + std::to_string(qp_num) +
                     ", wr_id " + std::to_string(wr_id) + ", vendor_err " + std::to_string(vendor_err) + ")";

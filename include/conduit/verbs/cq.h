@@ -34,7 +34,7 @@ struct Completion : ibv_wc {
   bool ok() const { return ibv_wc::status == IBV_WC_SUCCESS; }
   // OK, or kIoError carrying ibv_wc_status as detail and ibv_wc_status_str in the message;
   // flush errors map to kCancelled.
-  conduit::Status status() const;
+  conduit::Status as_status() const;
   bool has_imm() const { return (wc_flags & IBV_WC_WITH_IMM) != 0; }
   // Immediate data in host byte order (it travels in network order).
   uint32_t imm() const { return be32toh(imm_data); }
