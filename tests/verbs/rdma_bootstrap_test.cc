@@ -34,13 +34,15 @@ struct Peer {
     CONDUIT_ASSIGN_OR_RETURN(qp, QueuePair::create(pd, cq, cq, QpOptions{}));
     CONDUIT_ASSIGN_OR_RETURN(auto b, RegisteredBuffer::create(pd, kLen + 64, Access::kLocalWrite | Access::kRemoteWrite));
     buf = std::make_unique<RegisteredBuffer>(std::move(b));
-    return {};
+    // INIT right away: receives may be posted from INIT on, before the peer is known.
+    return qp->to_init(co);
   }
   Result<BootstrapInfo> handshake(int fd) {
     CONDUIT_ASSIGN_OR_RETURN(QpEndpoint local, qp->local_endpoint(co));
     BootstrapInfo mine{local, buf->mr().addr(), buf->mr().rkey(), static_cast<uint32_t>(kLen)};
     CONDUIT_ASSIGN_OR_RETURN(BootstrapInfo theirs, exchange_bootstrap(fd, mine, kTimeoutMs));
-    CONDUIT_RETURN_IF_ERROR(qp->connect(local, theirs.endpoint, co));
+    CONDUIT_RETURN_IF_ERROR(qp->to_rtr(theirs.endpoint, co));
+    CONDUIT_RETURN_IF_ERROR(qp->to_rts(local.psn, co));
     return theirs;
   }
 };
