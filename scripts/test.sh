@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# The whole test suite, as the README's test command and CI run it:
+#   1. install dependencies (scripts/install-deps.sh)
+#   2. build twice with -Werror: RelWithDebInfo (build/) and ASan+UBSan (build-asan/)
+#   3. run every test without the `rdma` label on the host, for both builds
+#   4. boot the Soft-RoCE guest once (testbed/run) and run the `rdma`-labelled tests of both
+#      builds inside it, with CONDUIT_REQUIRE_RDMA=1 so a missing device fails, never skips
+# Exits non-zero if any step fails; ends with a one-line total.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+jobs=${CONDUIT_JOBS:-$(nproc)}
+
+bash scripts/install-deps.sh
+
+configure() {  # configure DIR EXTRA_ARGS...
+  local dir=$1
+  shift
+  cmake -S "$root" -B "$dir" -G Ninja -DCONDUIT_WERROR=ON "$@" >/dev/null
+}
+echo "== build (RelWithDebInfo, -Werror) =="
+configure build -DCMAKE_BUILD_TYPE=RelWithDebInfo
+cmake --build build -j "$jobs"
+echo "== build (ASan+UBSan, -Werror) =="
+configure build-asan -DCMAKE_BUILD_TYPE=Debug -DCONDUIT_SANITIZE=ON
+cmake --build build-asan -j "$jobs"
+
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:strict_string_checks=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+
+logs=$(mktemp -d)
+trap 'rm -rf "$logs"' EXIT
+status=0
+run_ctest() {  # run_ctest NAME CTEST_ARGS... ; output kept for the total
+  local name=$1
+  shift
+  echo "== $name =="
+  if ! ctest "$@" --output-on-failure 2>&1 | tee "$logs/$name.log"; then status=1; fi
+  grep -q "tests passed" "$logs/$name.log" || status=1
+}
+run_ctest host -LE rdma --test-dir build -j "$jobs"
+run_ctest host-asan -LE rdma --test-dir build-asan -j "$jobs"
+
+echo "== rdma tests in the Soft-RoCE guest (testbed/run) =="
+if ! CONDUIT_REQUIRE_RDMA=1 testbed/run --timeout "${CONDUIT_GUEST_TIMEOUT:-2400}" -- bash -c '
+    status=0
+    for dir in build build-asan; do
+      echo "== rdma ($dir) =="
+      ctest --test-dir "$dir" -L rdma --output-on-failure -j1 || status=1
+    done
+    exit $status' 2>&1 | tee "$logs/guest.log"; then
+  status=1
+fi
+
+# One total across all runs, from ctest's own summaries.
+passed=0
+failed=0
+while read -r p f; do
+  passed=$((passed + p))
+  failed=$((failed + f))
+done < <(cat "$logs"/*.log | sed -nE 's/^[0-9]+% tests passed, ([0-9]+) tests failed out of ([0-9]+)$/\2 \1/p' |
+  awk '{print $1 - $2, $2}')
+runs=$(cat "$logs"/*.log | grep -cE '^[0-9]+% tests passed' || true)
+if ((runs < 4)); then
+  echo "test.sh: expected 4 ctest runs (host, host-asan, rdma, rdma-asan), saw $runs" >&2
+  status=1
+fi
+echo "total: $passed passed, $failed failed"
+exit $status
