@@ -1,0 +1,314 @@
+#include "conduit/reactor/event_loop.h"
+
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+
+#include <algorithm>
+#include <cassert>
+#include <cerrno>
+#include <cstring>
+
+#include "conduit/base/clock.h"
+#include "conduit/base/log.h"
+
+namespace conduit::reactor {
+namespace {
+
+uint32_t to_epoll(uint32_t events) {
+  uint32_t e = EPOLLRDHUP;
+  if (events & kReadable) e |= EPOLLIN;
+  if (events & kWritable) e |= EPOLLOUT;
+  return e;
+}
+
+uint32_t from_epoll(uint32_t e) {
+  uint32_t out = 0;
+  if (e & (EPOLLIN | EPOLLPRI)) out |= kReadable;
+  if (e & EPOLLOUT) out |= kWritable;
+  if (e & (EPOLLHUP | EPOLLERR | EPOLLRDHUP)) out |= kHangup;
+  return out;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<EventLoop>> EventLoop::create(const LoopOptions& options) {
+  if (options.max_events <= 0) return Status(Code::kInvalidArgument, "EventLoop: max_events must be > 0");
+  UniqueFd ep(epoll_create1(EPOLL_CLOEXEC));
+  if (!ep) return Status::FromErrnoAuto(errno, "epoll_create1");
+  UniqueFd wake(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  if (!wake) return Status::FromErrnoAuto(errno, "eventfd");
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.ptr = nullptr;  // the wakeup fd is the only entry with a null pointer
+  if (epoll_ctl(ep.get(), EPOLL_CTL_ADD, wake.get(), &ev) != 0) return Status::FromErrno(errno, "epoll_ctl(eventfd)");
+  return std::unique_ptr<EventLoop>(new EventLoop(std::move(ep), std::move(wake), options));
+}
+
+EventLoop::EventLoop(UniqueFd epfd, UniqueFd wakefd, const LoopOptions& options)
+    : epfd_(std::move(epfd)), wakefd_(std::move(wakefd)), options_(options) {}
+
+EventLoop::~EventLoop() {
+  if (!fds_.empty())
+    CONDUIT_LOG(kDebug) << "EventLoop destroyed with " << fds_.size() << " fd(s) still registered";
+}
+
+bool EventLoop::in_loop_thread() const {
+  const std::thread::id owner = owner_.load(std::memory_order_relaxed);
+  return owner == std::thread::id() || owner == std::this_thread::get_id();
+}
+
+void EventLoop::assert_loop_thread() const {
+  assert(in_loop_thread() && "EventLoop method called off its loop thread");
+}
+
+Status EventLoop::add(int fd, uint32_t events, FdHandler* handler) {
+  assert_loop_thread();
+  if (fd < 0 || handler == nullptr) return Status(Code::kInvalidArgument, "EventLoop::add: bad fd or null handler");
+  if (fds_.count(fd) != 0) return Status(Code::kInvalidArgument, "EventLoop::add: fd " + std::to_string(fd) + " already registered");
+  auto entry = std::make_unique<FdEntry>(FdEntry{fd, events, handler, true});
+  epoll_event ev{};
+  ev.events = to_epoll(events);
+  ev.data.ptr = entry.get();
+  if (epoll_ctl(epfd_.get(), EPOLL_CTL_ADD, fd, &ev) != 0)
+    return Status::FromErrnoAuto(errno, "epoll_ctl(ADD, fd " + std::to_string(fd) + ")");
+  fds_.emplace(fd, std::move(entry));
+  return {};
+}
+
+Status EventLoop::modify(int fd, uint32_t events) {
+  assert_loop_thread();
+  auto it = fds_.find(fd);
+  if (it == fds_.end()) return Status(Code::kNotFound, "EventLoop::modify: fd " + std::to_string(fd) + " not registered");
+  if (it->second->events == events) return {};
+  epoll_event ev{};
+  ev.events = to_epoll(events);
+  ev.data.ptr = it->second.get();
+  if (epoll_ctl(epfd_.get(), EPOLL_CTL_MOD, fd, &ev) != 0)
+    return Status::FromErrnoAuto(errno, "epoll_ctl(MOD, fd " + std::to_string(fd) + ")");
+  it->second->events = events;
+  return {};
+}
+
+Status EventLoop::remove(int fd) {
+  assert_loop_thread();
+  auto it = fds_.find(fd);
+  if (it == fds_.end()) return Status(Code::kNotFound, "EventLoop::remove: fd " + std::to_string(fd) + " not registered");
+  // EBADF/ENOENT: the fd was closed already, which removed it from epoll; not an error.
+  if (epoll_ctl(epfd_.get(), EPOLL_CTL_DEL, fd, nullptr) != 0 && errno != EBADF && errno != ENOENT)
+    CONDUIT_LOG(kWarn) << "epoll_ctl(DEL, fd " << fd << "): " << std::strerror(errno);
+  it->second->alive = false;
+  graveyard_.push_back(std::move(it->second));
+  fds_.erase(it);
+  return {};
+}
+
+TimerId EventLoop::run_after(uint64_t delay_ns, std::function<void()> fn) {
+  assert_loop_thread();
+  const TimerId id = next_timer_id_++;
+  timers_.emplace(id, TimerFn{0, std::move(fn)});
+  timer_heap_.push_back(Timer{monotonic_ns() + delay_ns, id});
+  std::push_heap(timer_heap_.begin(), timer_heap_.end(), std::greater<>());
+  return id;
+}
+
+TimerId EventLoop::run_every(uint64_t period_ns, std::function<void()> fn) {
+  assert_loop_thread();
+  if (period_ns == 0) period_ns = 1;
+  const TimerId id = next_timer_id_++;
+  timers_.emplace(id, TimerFn{period_ns, std::move(fn)});
+  timer_heap_.push_back(Timer{monotonic_ns() + period_ns, id});
+  std::push_heap(timer_heap_.begin(), timer_heap_.end(), std::greater<>());
+  return id;
+}
+
+void EventLoop::cancel(TimerId id) {
+  assert_loop_thread();
+  timers_.erase(id);  // the heap entry is dropped lazily when it comes due
+}
+
+void EventLoop::post(std::function<void()> fn) {
+  bool was_empty;
+  {
+    std::lock_guard<std::mutex> lock(post_mu_);
+    was_empty = posted_.empty();
+    posted_.push_back(std::move(fn));
+  }
+  if (was_empty) wake();
+}
+
+void EventLoop::wake() {
+  const uint64_t one = 1;
+  // EAGAIN means the counter is saturated, i.e. a wakeup is pending anyway.
+  ssize_t n = ::write(wakefd_.get(), &one, sizeof one);
+  (void)n;
+}
+
+void EventLoop::stop() {
+  stop_.store(true, std::memory_order_release);
+  wake();
+}
+
+EventLoop::HookId EventLoop::add_before_sleep(std::function<bool()> hook) {
+  assert_loop_thread();
+  const HookId id = next_hook_id_++;
+  hooks_.emplace_back(id, std::move(hook));
+  return id;
+}
+
+void EventLoop::remove_before_sleep(HookId id) {
+  assert_loop_thread();
+  for (auto& h : hooks_)
+    if (h.first == id) h.second = nullptr;  // compacted in run_hooks (may be running now)
+}
+
+int EventLoop::next_timeout_ms(uint64_t now) const {
+  if (timer_heap_.empty()) return -1;
+  const uint64_t deadline = timer_heap_.front().deadline;
+  if (deadline <= now) return 0;
+  // Round up so a timer never fires early.
+  const uint64_t ms = (deadline - now + 999'999) / 1'000'000;
+  return ms > 60'000 ? 60'000 : static_cast<int>(ms);
+}
+
+void EventLoop::run_timers(uint64_t now) {
+  while (!timer_heap_.empty() && timer_heap_.front().deadline <= now) {
+    std::pop_heap(timer_heap_.begin(), timer_heap_.end(), std::greater<>());
+    const Timer t = timer_heap_.back();
+    timer_heap_.pop_back();
+    auto it = timers_.find(t.id);
+    if (it == timers_.end()) continue;  // cancelled
+    if (it->second.period == 0) {
+      std::function<void()> fn = std::move(it->second.fn);
+      timers_.erase(it);
+      fn();
+    } else {
+      timer_heap_.push_back(Timer{now + it->second.period, t.id});
+      std::push_heap(timer_heap_.begin(), timer_heap_.end(), std::greater<>());
+      // Copy: the callback may cancel itself, which erases the map entry under us.
+      std::function<void()> fn = it->second.fn;
+      fn();
+    }
+  }
+}
+
+void EventLoop::run_posted() {
+  {
+    std::lock_guard<std::mutex> lock(post_mu_);
+    running_.swap(posted_);
+  }
+  for (auto& fn : running_) fn();
+  running_.clear();
+}
+
+bool EventLoop::run_hooks() {
+  bool pending = false;
+  // Index loop: a hook may add hooks (appended; they run next iteration).
+  const size_t n = hooks_.size();
+  for (size_t i = 0; i < n; ++i) {
+    if (hooks_[i].second) {
+      auto hook = hooks_[i].second;  // copy: the hook may remove itself
+      pending = hook() || pending;
+    }
+  }
+  hooks_.erase(std::remove_if(hooks_.begin(), hooks_.end(), [](const auto& h) { return !h.second; }), hooks_.end());
+  return pending;
+}
+
+Status EventLoop::run_once(int timeout_ms) {
+  const std::thread::id self = std::this_thread::get_id();
+  std::thread::id expected{};
+  owner_.compare_exchange_strong(expected, self);
+  assert_loop_thread();
+  ++iterations_;
+
+  run_posted();
+  const bool hooks_pending = run_hooks();
+  uint64_t now = monotonic_ns();
+  int wait_ms = timeout_ms;
+  const int timer_ms = next_timeout_ms(now);
+  if (timer_ms >= 0 && (wait_ms < 0 || timer_ms < wait_ms)) wait_ms = timer_ms;
+  bool has_posted;
+  {
+    std::lock_guard<std::mutex> lock(post_mu_);
+    has_posted = !posted_.empty();
+  }
+  if (hooks_pending || has_posted || stop_.load(std::memory_order_acquire)) wait_ms = 0;
+
+  epoll_event events[256];
+  const int max_events = std::min<int>(options_.max_events, 256);
+  int n = epoll_wait(epfd_.get(), events, max_events, 0);
+  if (n == 0 && wait_ms != 0) {
+    // Nothing ready: spin for a while if asked, then block.
+    if (options_.busy_poll_us > 0) {
+      const uint64_t spin_until = monotonic_ns() + options_.busy_poll_us * 1000ull;
+      while (n == 0 && monotonic_ns() < spin_until && !stop_.load(std::memory_order_relaxed)) {
+        if (run_hooks()) break;
+        n = epoll_wait(epfd_.get(), events, max_events, 0);
+      }
+    }
+    if (n == 0) {
+      now = monotonic_ns();
+      const int t = next_timeout_ms(now);
+      if (t >= 0 && (wait_ms < 0 || t < wait_ms)) wait_ms = t;
+      n = epoll_wait(epfd_.get(), events, max_events, wait_ms);
+      if (n > 0) ++wakeups_;
+    }
+  }
+  if (n < 0) {
+    if (errno != EINTR) return Status::FromErrno(errno, "epoll_wait");
+    n = 0;
+  }
+  for (int i = 0; i < n; ++i) {
+    auto* entry = static_cast<FdEntry*>(events[i].data.ptr);
+    if (entry == nullptr) {
+      uint64_t drained;
+      while (::read(wakefd_.get(), &drained, sizeof drained) > 0) {
+      }
+      continue;
+    }
+    if (!entry->alive) continue;  // removed by an earlier handler in this batch
+    entry->handler->on_events(from_epoll(events[i].events));
+  }
+  graveyard_.clear();
+  run_timers(monotonic_ns());
+  return {};
+}
+
+Status EventLoop::run() {
+  stop_.store(false, std::memory_order_release);
+  while (!stop_.load(std::memory_order_acquire)) CONDUIT_RETURN_IF_ERROR(run_once(-1));
+  run_posted();
+  return {};
+}
+
+// ---------------------------------------------------------------------------------------
+
+Result<std::unique_ptr<LoopGroup>> LoopGroup::start(int threads, const LoopOptions& options) {
+  if (threads <= 0) return Status(Code::kInvalidArgument, "LoopGroup: threads must be > 0");
+  std::unique_ptr<LoopGroup> g(new LoopGroup());
+  for (int i = 0; i < threads; ++i) {
+    CONDUIT_ASSIGN_OR_RETURN(auto loop, EventLoop::create(options));
+    g->loops_.push_back(std::move(loop));
+  }
+  for (auto& loop : g->loops_) {
+    EventLoop* l = loop.get();
+    g->threads_.emplace_back([l] {
+      Status s = l->run();
+      if (!s.ok()) CONDUIT_LOG(kError) << "event loop failed: " << s.to_string();
+    });
+  }
+  return g;
+}
+
+LoopGroup::~LoopGroup() { stop(); }
+
+EventLoop& LoopGroup::next() { return *loops_[next_.fetch_add(1, std::memory_order_relaxed) % loops_.size()]; }
+
+void LoopGroup::stop() {
+  for (auto& l : loops_) l->stop();
+  for (auto& t : threads_)
+    if (t.joinable()) t.join();
+  threads_.clear();
+}
+
+}  // namespace conduit::reactor
