@@ -36,10 +36,8 @@ inline constexpr uint32_t kHangup = 1u << 2;  // peer closed or error (EPOLLHUP/
 
 class FdHandler {
  public:
+  virtual ~FdHandler() = default;
   virtual void on_events(uint32_t events) = 0;
-
- protected:
-  ~FdHandler() = default;
 };
 
 struct LoopOptions {

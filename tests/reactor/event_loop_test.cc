@@ -1,0 +1,266 @@
+#include "conduit/reactor/event_loop.h"
+
+#include <gtest/gtest.h>
+#include <fcntl.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+#include <vector>
+
+#include "conduit/base/clock.h"
+
+namespace conduit::reactor {
+namespace {
+
+constexpr uint64_t kMs = 1'000'000;
+
+std::unique_ptr<EventLoop> make_loop(LoopOptions o = {}) {
+  auto l = EventLoop::create(o);
+  EXPECT_TRUE(l.ok()) << l.status().to_string();
+  return std::move(l).value();
+}
+
+// Runs the loop until pred() or the deadline; returns pred().
+template <typename Pred>
+bool run_until(EventLoop& loop, Pred pred, int timeout_ms = 5000) {
+  const uint64_t deadline = monotonic_ns() + static_cast<uint64_t>(timeout_ms) * kMs;
+  while (!pred() && monotonic_ns() < deadline) {
+    Status s = loop.run_once(10);
+    if (!s.ok()) return false;
+  }
+  return pred();
+}
+
+struct CountingHandler : FdHandler {
+  std::function<void(uint32_t)> fn;
+  int calls = 0;
+  void on_events(uint32_t ev) override {
+    ++calls;
+    if (fn) fn(ev);
+  }
+};
+
+TEST(EventLoop, DeliversReadableAndRemoveStopsIt) {
+  auto loop = make_loop();
+  int fds[2];
+  ASSERT_EQ(pipe2(fds, O_NONBLOCK), 0);
+  CountingHandler h;
+  uint32_t seen = 0;
+  h.fn = [&](uint32_t ev) {
+    seen |= ev;
+    char buf[16];
+    (void)!read(fds[0], buf, sizeof buf);
+  };
+  ASSERT_TRUE(loop->add(fds[0], kReadable, &h).ok());
+  EXPECT_FALSE(loop->add(fds[0], kReadable, &h).ok()) << "double add must fail";
+  ASSERT_EQ(write(fds[1], "x", 1), 1);
+  ASSERT_TRUE(run_until(*loop, [&] { return h.calls > 0; }));
+  EXPECT_TRUE(seen & kReadable);
+  ASSERT_TRUE(loop->remove(fds[0]).ok());
+  EXPECT_FALSE(loop->watching(fds[0]));
+  ASSERT_EQ(write(fds[1], "y", 1), 1);
+  const int before = h.calls;
+  ASSERT_TRUE(loop->run_once(20).ok());
+  EXPECT_EQ(h.calls, before);
+  EXPECT_EQ(loop->remove(fds[0]).code(), Code::kNotFound);
+  close(fds[0]);
+  close(fds[1]);
+}
+
+TEST(EventLoop, HandlerRemovedEarlierInTheSameBatchIsNotCalled) {
+  auto loop = make_loop();
+  int a[2], b[2];
+  ASSERT_EQ(pipe2(a, O_NONBLOCK), 0);
+  ASSERT_EQ(pipe2(b, O_NONBLOCK), 0);
+  auto h1 = std::make_unique<CountingHandler>();
+  auto h2 = std::make_unique<CountingHandler>();
+  // Whichever runs first removes the other; the other must then never be called.
+  h1->fn = [&](uint32_t) {
+    if (loop->watching(b[0])) (void)loop->remove(b[0]);
+    (void)loop->remove(a[0]);
+  };
+  h2->fn = [&](uint32_t) {
+    if (loop->watching(a[0])) (void)loop->remove(a[0]);
+    (void)loop->remove(b[0]);
+  };
+  ASSERT_TRUE(loop->add(a[0], kReadable, h1.get()).ok());
+  ASSERT_TRUE(loop->add(b[0], kReadable, h2.get()).ok());
+  ASSERT_EQ(write(a[1], "x", 1), 1);
+  ASSERT_EQ(write(b[1], "x", 1), 1);
+  ASSERT_TRUE(loop->run_once(100).ok());
+  EXPECT_EQ(h1->calls + h2->calls, 1);
+  for (int fd : {a[0], a[1], b[0], b[1]}) close(fd);
+}
+
+TEST(EventLoop, WritableAndModify) {
+  auto loop = make_loop();
+  int fds[2];
+  ASSERT_EQ(pipe2(fds, O_NONBLOCK), 0);
+  CountingHandler h;
+  uint32_t seen = 0;
+  h.fn = [&](uint32_t ev) { seen |= ev; };
+  ASSERT_TRUE(loop->add(fds[1], 0, &h).ok());
+  ASSERT_TRUE(loop->run_once(20).ok());
+  EXPECT_EQ(h.calls, 0);
+  ASSERT_TRUE(loop->modify(fds[1], kWritable).ok());
+  ASSERT_TRUE(run_until(*loop, [&] { return h.calls > 0; }));
+  EXPECT_TRUE(seen & kWritable);
+  ASSERT_TRUE(loop->remove(fds[1]).ok());
+  close(fds[0]);
+  close(fds[1]);
+}
+
+TEST(EventLoop, HangupIsReported) {
+  auto loop = make_loop();
+  int fds[2];
+  ASSERT_EQ(pipe2(fds, O_NONBLOCK), 0);
+  CountingHandler h;
+  uint32_t seen = 0;
+  h.fn = [&](uint32_t ev) {
+    seen |= ev;
+    (void)loop->remove(fds[0]);
+  };
+  ASSERT_TRUE(loop->add(fds[0], kReadable, &h).ok());
+  close(fds[1]);
+  ASSERT_TRUE(run_until(*loop, [&] { return h.calls > 0; }));
+  EXPECT_TRUE(seen & kHangup);
+  close(fds[0]);
+}
+
+TEST(EventLoop, TimersFireInOrderAndNeverEarly) {
+  auto loop = make_loop();
+  std::vector<int> order;
+  const uint64_t t0 = monotonic_ns();
+  uint64_t fired_at = 0;
+  loop->run_after(30 * kMs, [&] { order.push_back(3); fired_at = monotonic_ns(); });
+  loop->run_after(10 * kMs, [&] { order.push_back(1); });
+  loop->run_after(20 * kMs, [&] { order.push_back(2); });
+  ASSERT_TRUE(run_until(*loop, [&] { return order.size() == 3; }));
+  EXPECT_EQ(order, (std::vector<int>{1, 2, 3}));
+  EXPECT_GE(fired_at - t0, 30 * kMs);
+}
+
+TEST(EventLoop, CancelAndPeriodic) {
+  auto loop = make_loop();
+  bool cancelled_ran = false;
+  TimerId id = loop->run_after(5 * kMs, [&] { cancelled_ran = true; });
+  loop->cancel(id);
+  loop->cancel(999999);  // unknown: ignored
+  int ticks = 0;
+  TimerId periodic = 0;
+  periodic = loop->run_every(2 * kMs, [&] {
+    if (++ticks == 5) loop->cancel(periodic);  // a periodic timer cancels itself
+  });
+  ASSERT_TRUE(run_until(*loop, [&] { return ticks >= 5; }));
+  const uint64_t end = monotonic_ns() + 30 * kMs;
+  while (monotonic_ns() < end) ASSERT_TRUE(loop->run_once(5).ok());
+  EXPECT_EQ(ticks, 5);
+  EXPECT_FALSE(cancelled_ran);
+}
+
+TEST(EventLoop, PostFromOtherThreadsWakesAndKeepsOrder) {
+  auto loop = make_loop();
+  std::vector<int> got;
+  std::atomic<bool> done{false};
+  std::thread producer([&] {
+    for (int i = 0; i < 1000; ++i) loop->post([&, i] { got.push_back(i); });
+    loop->post([&] { done = true; });
+  });
+  std::thread runner([&] {
+    while (!done) (void)loop->run_once(-1);
+  });
+  producer.join();
+  runner.join();
+  ASSERT_EQ(got.size(), 1000u);
+  for (int i = 0; i < 1000; ++i) EXPECT_EQ(got[i], i);
+}
+
+TEST(EventLoop, StopFromAnotherThreadEndsRun) {
+  auto loop = make_loop();
+  std::thread t([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    loop->stop();
+  });
+  const uint64_t t0 = monotonic_ns();
+  ASSERT_TRUE(loop->run().ok());
+  EXPECT_LT(monotonic_ns() - t0, 2000 * kMs);
+  t.join();
+}
+
+TEST(EventLoop, BeforeSleepHooksRunAndPendingPreventsSleep) {
+  auto loop = make_loop();
+  int calls = 0;
+  int pending_rounds = 3;
+  auto id = loop->add_before_sleep([&] {
+    ++calls;
+    return pending_rounds-- > 0;
+  });
+  // With pending work the loop must not sleep: 4 iterations with a long timeout are quick.
+  const uint64_t t0 = monotonic_ns();
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(loop->run_once(i < 3 ? 1000 : 0).ok());
+  EXPECT_LT(monotonic_ns() - t0, 500 * kMs);
+  EXPECT_EQ(calls, 4);
+  loop->remove_before_sleep(id);
+  ASSERT_TRUE(loop->run_once(0).ok());
+  EXPECT_EQ(calls, 4);
+}
+
+TEST(EventLoop, IdleLoopSleeps) {
+  auto loop = make_loop();
+  const uint64_t t0 = monotonic_ns();
+  ASSERT_TRUE(loop->run_once(50).ok());
+  EXPECT_GE(monotonic_ns() - t0, 45 * kMs);
+}
+
+TEST(EventLoop, BusyPollingCatchesEventsWithoutSleeping) {
+  LoopOptions o;
+  o.busy_poll_us = 200000;
+  auto loop = make_loop(o);
+  const int efd = eventfd(0, EFD_NONBLOCK);
+  CountingHandler h;
+  h.fn = [&](uint32_t) {
+    uint64_t v;
+    (void)!read(efd, &v, sizeof v);
+  };
+  ASSERT_TRUE(loop->add(efd, kReadable, &h).ok());
+  std::thread t([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    uint64_t one = 1;
+    (void)!write(efd, &one, sizeof one);
+  });
+  ASSERT_TRUE(loop->run_once(1000).ok());
+  t.join();
+  EXPECT_EQ(h.calls, 1);
+  EXPECT_EQ(loop->wakeups(), 0u) << "the event should have been caught while spinning";
+  (void)loop->remove(efd);
+  close(efd);
+}
+
+TEST(LoopGroup, RunsLoopsOnThreadsAndStops) {
+  auto g = LoopGroup::start(3);
+  ASSERT_TRUE(g.ok());
+  std::atomic<int> ran{0};
+  std::vector<std::thread::id> ids(3);
+  for (size_t i = 0; i < 3; ++i) {
+    EventLoop& l = (*g)->next();
+    l.post([&, i] {
+      ids[i] = std::this_thread::get_id();
+      EXPECT_TRUE(l.in_loop_thread());
+      ++ran;
+    });
+  }
+  const uint64_t deadline = monotonic_ns() + 5000 * kMs;
+  while (ran < 3 && monotonic_ns() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_EQ(ran, 3);
+  EXPECT_NE(ids[0], ids[1]);
+  EXPECT_NE(ids[1], ids[2]);
+  (*g)->stop();
+  (*g)->stop();  // idempotent
+  EXPECT_EQ(LoopGroup::start(0).status().code(), Code::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace conduit::reactor
