@@ -15,8 +15,10 @@ namespace conduit::reactor {
 namespace {
 
 uint32_t to_epoll(uint32_t events) {
-  uint32_t e = EPOLLRDHUP;
-  if (events & kReadable) e |= EPOLLIN;
+  // Half-close (RDHUP) is only news to a reader; a writer waiting for space must not be
+  // woken forever by a peer that merely stopped sending.
+  uint32_t e = 0;
+  if (events & kReadable) e |= EPOLLIN | EPOLLRDHUP;
   if (events & kWritable) e |= EPOLLOUT;
   return e;
 }
@@ -191,13 +193,15 @@ void EventLoop::run_timers(uint64_t now) {
   }
 }
 
-void EventLoop::run_posted() {
+size_t EventLoop::run_posted() {
   {
     std::lock_guard<std::mutex> lock(post_mu_);
     running_.swap(posted_);
   }
+  const size_t n = running_.size();
   for (auto& fn : running_) fn();
   running_.clear();
+  return n;
 }
 
 bool EventLoop::run_hooks() {
@@ -221,7 +225,8 @@ Status EventLoop::run_once(int timeout_ms) {
   assert_loop_thread();
   ++iterations_;
 
-  run_posted();
+  // Posted work may have changed what the caller waits for: don't sleep after running any.
+  const bool ran_posted = run_posted() > 0;
   const bool hooks_pending = run_hooks();
   uint64_t now = monotonic_ns();
   int wait_ms = timeout_ms;
@@ -232,7 +237,7 @@ Status EventLoop::run_once(int timeout_ms) {
     std::lock_guard<std::mutex> lock(post_mu_);
     has_posted = !posted_.empty();
   }
-  if (hooks_pending || has_posted || stop_.load(std::memory_order_acquire)) wait_ms = 0;
+  if (ran_posted || hooks_pending || has_posted || stop_.load(std::memory_order_acquire)) wait_ms = 0;
 
   epoll_event events[256];
   const int max_events = std::min<int>(options_.max_events, 256);
@@ -275,9 +280,11 @@ Status EventLoop::run_once(int timeout_ms) {
 }
 
 Status EventLoop::run() {
-  stop_.store(false, std::memory_order_release);
+  // A stop() that came before run() started is honoured; the flag is cleared on the way
+  // out so the loop can be run again.
   while (!stop_.load(std::memory_order_acquire)) CONDUIT_RETURN_IF_ERROR(run_once(-1));
   run_posted();
+  stop_.store(false, std::memory_order_release);
   return {};
 }
 

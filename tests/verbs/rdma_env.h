@@ -30,7 +30,7 @@ Result<std::shared_ptr<Context>> open_test_device();
     GTEST_SKIP() << "no RDMA device (" << var##_result.status().to_string()                   \
                  << "); run the `rdma` tests in the testbed: testbed/run ctest -L rdma";      \
   }                                                                                           \
-  std::shared_ptr<Context> var = *var##_result
+  std::shared_ptr<::conduit::verbs::Context> var = *var##_result
 
 #define CONDUIT_REQUIRE_ADDR_OR_SKIP(var)                                                 \
   const std::string var = ::conduit::verbs::testing::device_addr();                      \

@@ -124,7 +124,7 @@ class EventLoop {
   EventLoop(UniqueFd epfd, UniqueFd wakefd, const LoopOptions& options);
   int next_timeout_ms(uint64_t now) const;
   void run_timers(uint64_t now);
-  void run_posted();
+  size_t run_posted();
   bool run_hooks();
   void assert_loop_thread() const;
 

@@ -113,6 +113,10 @@ class CmId {
   SocketAddress local_address() const;
   SocketAddress peer_address() const;
 
+  // One pointer of the owner's choosing, e.g. the connection that handles this id's events.
+  void set_user_data(void* p) { user_data_ = p; }
+  void* user_data() const { return user_data_; }
+
   // Waits (poll(2) on the channel fd) for the next event on the channel.
   // Non-blocking when timeout_ms == 0 (kWouldBlock when nothing is pending).
   static Result<CmEvent> next_event(const std::shared_ptr<EventChannel>& channel, int timeout_ms);
@@ -126,6 +130,7 @@ class CmId {
   std::shared_ptr<Context> context_;
   rdma_cm_id* id_;
   std::unique_ptr<QueuePair> qp_;  // destroyed before id_ (in ~CmId)
+  void* user_data_ = nullptr;
 };
 
 }  // namespace conduit::verbs

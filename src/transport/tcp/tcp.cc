@@ -286,7 +286,10 @@ class TcpConnection final : public Connection, public reactor::FdHandler {
     if (read_handler_) ev |= reactor::kReadable;
     if (write_handler_) ev |= reactor::kWritable;
     if (!loop_.watching(fd_.get())) {
-      if (hup_pending_ && !write_handler_) return;  // delivered through process_pending
+      // Re-adding after a hangup nobody read: the level-triggered hangup fires at once and
+      // reaches the new read handler.
+      if (ev == 0) return;
+      hup_pending_ = false;
       (void)loop_.add(fd_.get(), ev, this);
       return;
     }
@@ -318,9 +321,20 @@ class TcpListener final : public Listener, public reactor::FdHandler {
   Status start() { return loop_.add(fd_.get(), reactor::kReadable, this); }
   std::string url() const override { return "tcp://" + local_of(fd_.get()); }
   void close() override {
+    if (resume_timer_ != 0) loop_.cancel(resume_timer_);
+    resume_timer_ = 0;
     if (!fd_) return;
     if (loop_.watching(fd_.get())) (void)loop_.remove(fd_.get());
     fd_.reset();
+  }
+
+  void pause_accepting() {
+    if (resume_timer_ != 0 || !fd_) return;
+    (void)loop_.modify(fd_.get(), 0);
+    resume_timer_ = loop_.run_after(100'000'000ull, [this] {
+      resume_timer_ = 0;
+      if (fd_) (void)loop_.modify(fd_.get(), reactor::kReadable);
+    });
   }
 
   void on_events(uint32_t) override {
@@ -329,8 +343,11 @@ class TcpListener final : public Listener, public reactor::FdHandler {
       UniqueFd c(::accept4(fd_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
       if (!c) {
         if (errno == EINTR || errno == ECONNABORTED) continue;
-        if (errno != EAGAIN && errno != EWOULDBLOCK)
-          CONDUIT_LOG(kWarn) << "tcp accept on " << url() << ": " << std::strerror(errno);
+        if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+        CONDUIT_LOG(kWarn) << "tcp accept on " << url() << ": " << std::strerror(errno);
+        // Out of fds or memory: the pending connection stays queued and the listener stays
+        // readable, so back off instead of spinning on it.
+        pause_accepting();
         return;
       }
       apply_socket_options(c.get(), options_);
@@ -348,6 +365,7 @@ class TcpListener final : public Listener, public reactor::FdHandler {
   UniqueFd fd_;
   TcpOptions options_;
   AcceptCallback on_accept_;
+  reactor::TimerId resume_timer_ = 0;
 };
 
 class TcpTransport final : public Transport {

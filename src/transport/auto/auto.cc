@@ -1,0 +1,212 @@
+#include "auto.h"
+
+#include <mutex>
+
+#include "conduit/base/log.h"
+#include "conduit/verbs/device.h"
+
+namespace conduit::transport {
+namespace {
+
+using reactor::EventLoop;
+
+struct AutoOptions {
+  uint64_t rdma_timeout_ms = 2000;
+  std::map<std::string, std::string> tcp, rdma;
+};
+
+Result<AutoOptions> parse_options(const Endpoint& ep) {
+  AutoOptions o;
+  for (const auto& [k, v] : ep.options) {
+    if (k.rfind("tcp.", 0) == 0) {
+      o.tcp[k.substr(4)] = v;
+    } else if (k.rfind("rdma.", 0) == 0) {
+      o.rdma[k.substr(5)] = v;
+    } else if (k != "rdma_timeout_ms") {
+      return Status(Code::kInvalidArgument, "auto: unknown option '" + k + "' (use tcp.* or rdma.*)");
+    }
+  }
+  OptionReader r(ep);
+  CONDUIT_ASSIGN_OR_RETURN(o.rdma_timeout_ms, r.get_u64("rdma_timeout_ms", 2000, 1, 600000));
+  return o;
+}
+
+Endpoint inner(const Endpoint& ep, const std::string& scheme, const std::map<std::string, std::string>& opts) {
+  Endpoint e;
+  e.scheme = scheme;
+  e.address = ep.address;
+  e.options = opts;
+  return e;
+}
+
+// Whether this host has an RDMA device with an active port (checked once per process).
+bool rdma_device_present() {
+  static std::once_flag once;
+  static bool present = false;
+  std::call_once(once, [] {
+    auto ctx = verbs::Context::open();
+    present = ctx.ok();
+    if (!present) CONDUIT_LOG(kDebug) << "auto: no usable RDMA device: " << ctx.status().to_string();
+  });
+  return present;
+}
+
+// Wraps whichever connection won; every call is forwarded.
+class AutoConnection final : public Connection {
+ public:
+  AutoConnection(EventLoop& loop, Endpoint ep, AutoOptions o, ConnectCallback cb)
+      : loop_(loop), ep_(std::move(ep)), options_(std::move(o)), on_connect_(std::move(cb)) {}
+  ~AutoConnection() override = default;
+
+  Status start() {
+    Transport* rdma = find_transport("rdma");
+    if (rdma != nullptr && rdma_device_present()) {
+      auto opts = options_.rdma;
+      if (opts.count("connect_timeout_ms") == 0) opts["connect_timeout_ms"] = std::to_string(options_.rdma_timeout_ms);
+      auto c = rdma->connect(loop_, inner(ep_, "rdma", opts), [this](Connection&, Status s) { on_rdma_done(s); });
+      if (c.ok()) {
+        inner_ = std::move(*c);
+        return {};
+      }
+      fallback_reason_ = c.status().to_string();
+    } else {
+      fallback_reason_ = rdma == nullptr ? "no rdma transport" : "no active RDMA device on this host";
+    }
+    return start_tcp();
+  }
+
+  ConnState state() const override { return inner_ ? inner_->state() : ConnState::kError; }
+  const Status& error() const override { return inner_ ? inner_->error() : error_; }
+  Result<size_t> read(std::span<uint8_t> b) override { return inner_->read(b); }
+  Result<size_t> write(std::span<const uint8_t> d) override { return inner_->write(d); }
+  Result<size_t> writev(std::span<const iovec> v) override { return inner_->writev(v); }
+  // Handlers are kept here too, so a fallback connection gets them as well.
+  void set_read_handler(Handler h) override {
+    read_handler_ = std::move(h);
+    if (inner_) inner_->set_read_handler(wrap(read_handler_));
+  }
+  void set_write_handler(Handler h) override {
+    write_handler_ = std::move(h);
+    if (inner_) inner_->set_write_handler(wrap(write_handler_));
+  }
+  bool has_pending_data() const override { return inner_->has_pending_data(); }
+  void process_pending() override { inner_->process_pending(); }
+  Status shutdown_write() override { return inner_->shutdown_write(); }
+  void close() override {
+    if (inner_) inner_->close();
+  }
+  std::string local_address() const override { return inner_ ? inner_->local_address() : ""; }
+  std::string peer_address() const override { return inner_ ? inner_->peer_address() : ep_.address; }
+  Caps caps() const override { return inner_->caps(); }
+  const ConnStats& stats() const override { return inner_->stats(); }
+  EventLoop& loop() const override { return loop_; }
+
+ private:
+  Status start_tcp() {
+    Transport* tcp = find_transport("tcp");
+    auto c = tcp->connect(loop_, inner(ep_, "tcp", options_.tcp), [this](Connection&, Status s) { on_tcp_done(s); });
+    if (!c.ok()) return c.status();
+    inner_ = std::move(*c);
+    if (read_handler_) inner_->set_read_handler(wrap(read_handler_));
+    if (write_handler_) inner_->set_write_handler(wrap(write_handler_));
+    return {};
+  }
+
+  // Handlers see the AutoConnection, not the inner one.
+  Handler wrap(const Handler& h) {
+    if (!h) return Handler();
+    return [this, h](Connection&) { h(*this); };
+  }
+
+  void on_rdma_done(Status s) {
+    if (s.ok()) {
+      CONDUIT_LOG(kInfo) << "auto://" << ep_.address << ": using RDMA";
+      return finish(s);
+    }
+    fallback_reason_ = s.to_string();
+    // Called from inside the RDMA connection: let it unwind before it is destroyed.
+    loop_.destroy_later(std::move(inner_));
+    if (Status t = start_tcp(); !t.ok()) {
+      error_ = t;
+      finish(t);
+    }
+  }
+
+  void on_tcp_done(Status s) {
+    if (s.ok())
+      CONDUIT_LOG(kInfo) << "auto://" << ep_.address << ": using TCP (" << fallback_reason_ << ")";
+    finish(s);
+  }
+
+  void finish(Status s) {
+    ConnectCallback cb = std::move(on_connect_);
+    on_connect_ = nullptr;
+    if (cb) cb(*this, s);
+  }
+
+  EventLoop& loop_;
+  Endpoint ep_;
+  AutoOptions options_;
+  ConnectCallback on_connect_;
+  std::unique_ptr<Connection> inner_;
+  Handler read_handler_, write_handler_;
+  std::string fallback_reason_;
+  Status error_;
+};
+
+class AutoListener final : public Listener {
+ public:
+  std::string url() const override { return "auto://" + address_; }
+  void close() override {
+    if (tcp_) tcp_->close();
+    if (rdma_) rdma_->close();
+  }
+  bool serves_rdma() const { return rdma_ != nullptr; }
+
+  std::unique_ptr<Listener> tcp_, rdma_;
+  std::string address_;
+};
+
+class AutoTransport final : public Transport {
+ public:
+  std::string_view scheme() const override { return "auto"; }
+
+  Result<std::unique_ptr<Listener>> listen(EventLoop& loop, const Endpoint& ep, AcceptCallback on_accept) override {
+    CONDUIT_ASSIGN_OR_RETURN(AutoOptions o, parse_options(ep));
+    auto l = std::make_unique<AutoListener>();
+    CONDUIT_ASSIGN_OR_RETURN(l->tcp_, find_transport("tcp")->listen(loop, inner(ep, "tcp", o.tcp), on_accept));
+    // Port 0: the RDMA side takes the number TCP got.
+    const std::string tcp_url = l->tcp_->url();
+    l->address_ = tcp_url.substr(tcp_url.find("://") + 3);
+    Transport* rdma = find_transport("rdma");
+    if (rdma != nullptr && rdma_device_present()) {
+      Endpoint r = inner(ep, "rdma", o.rdma);
+      r.address = l->address_;
+      auto rl = rdma->listen(loop, r, on_accept);
+      if (rl.ok()) {
+        l->rdma_ = std::move(*rl);
+      } else {
+        CONDUIT_LOG(kInfo) << "auto://" << l->address_ << ": serving TCP only (RDMA: " << rl.status().to_string() << ")";
+      }
+    }
+    if (l->rdma_) CONDUIT_LOG(kInfo) << "auto://" << l->address_ << ": serving RDMA and TCP";
+    return std::unique_ptr<Listener>(std::move(l));
+  }
+
+  Result<std::unique_ptr<Connection>> connect(EventLoop& loop, const Endpoint& ep, ConnectCallback on_connect) override {
+    CONDUIT_ASSIGN_OR_RETURN(AutoOptions o, parse_options(ep));
+    CONDUIT_RETURN_IF_ERROR(ep.host_port().status());
+    auto c = std::make_unique<AutoConnection>(loop, ep, std::move(o), std::move(on_connect));
+    CONDUIT_RETURN_IF_ERROR(c->start());
+    return std::unique_ptr<Connection>(std::move(c));
+  }
+};
+
+}  // namespace
+
+Transport* auto_transport() {
+  static AutoTransport t;
+  return &t;
+}
+
+}  // namespace conduit::transport

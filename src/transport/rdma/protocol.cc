@@ -1,0 +1,86 @@
+#include "protocol.h"
+
+#include <endian.h>
+
+namespace conduit::transport::rdma {
+namespace {
+void put16(uint8_t* p, uint16_t v) { v = htobe16(v); std::memcpy(p, &v, 2); }
+void put32(uint8_t* p, uint32_t v) { v = htobe32(v); std::memcpy(p, &v, 4); }
+void put64(uint8_t* p, uint64_t v) { v = htobe64(v); std::memcpy(p, &v, 8); }
+uint16_t get16(const uint8_t* p) { uint16_t v; std::memcpy(&v, p, 2); return be16toh(v); }
+uint32_t get32(const uint8_t* p) { uint32_t v; std::memcpy(&v, p, 4); return be32toh(v); }
+uint64_t get64(const uint8_t* p) { uint64_t v; std::memcpy(&v, p, 8); return be64toh(v); }
+}  // namespace
+
+std::string_view opcode_name(uint16_t op) {
+  switch (static_cast<Opcode>(op)) {
+    case Opcode::kGetServerFeature: return "GetServerFeature";
+    case Opcode::kSetClientFeature: return "SetClientFeature";
+    case Opcode::kKeepalive: return "Keepalive";
+    case Opcode::kRegisterXferMemory: return "RegisterXferMemory";
+  }
+  return "unknown";
+}
+
+void CtrlMsg::encode(uint8_t (&out)[kCtrlSize]) const {
+  std::memset(out, 0, sizeof out);
+  put16(out, opcode);
+  switch (static_cast<Opcode>(opcode)) {
+    case Opcode::kGetServerFeature:
+    case Opcode::kSetClientFeature:
+      put16(out + 2, select);
+      put64(out + 24, features);
+      break;
+    case Opcode::kRegisterXferMemory:
+      put64(out + 16, addr);
+      put32(out + 24, length);
+      put32(out + 28, rkey);
+      break;
+    case Opcode::kKeepalive:
+      break;
+  }
+}
+
+Result<CtrlMsg> CtrlMsg::decode(const uint8_t* in, uint32_t byte_len) {
+  if (byte_len != kCtrlSize)
+    return Status(Code::kProtocolError, "control message of " + std::to_string(byte_len) + " bytes (expected 32)");
+  CtrlMsg m;
+  m.opcode = get16(in);
+  switch (static_cast<Opcode>(m.opcode)) {
+    case Opcode::kGetServerFeature:
+    case Opcode::kSetClientFeature:
+      m.select = get16(in + 2);
+      m.features = get64(in + 24);
+      return m;
+    case Opcode::kKeepalive:
+      return m;
+    case Opcode::kRegisterXferMemory:
+      m.addr = get64(in + 16);
+      m.length = get32(in + 24);
+      m.rkey = get32(in + 28);
+      if (m.length < kMinRxBuffer || m.length > kMaxRxBuffer)
+        return Status(Code::kProtocolError, "RegisterXferMemory length " + std::to_string(m.length) +
+                                                " outside 64 KiB..16 MiB");
+      if (m.addr == 0) return Status(Code::kProtocolError, "RegisterXferMemory with a null address");
+      return m;
+  }
+  return Status(Code::kProtocolError, "unknown control opcode " + std::to_string(m.opcode));
+}
+
+std::string CtrlMsg::to_string() const {
+  std::string s(opcode_name(opcode));
+  switch (static_cast<Opcode>(opcode)) {
+    case Opcode::kGetServerFeature:
+    case Opcode::kSetClientFeature:
+      s += " select=" + std::to_string(select) + " features=" + std::to_string(features);
+      break;
+    case Opcode::kRegisterXferMemory:
+      s += " length=" + std::to_string(length) + " rkey=" + std::to_string(rkey);
+      break;
+    default:
+      break;
+  }
+  return s;
+}
+
+}  // namespace conduit::transport::rdma

@@ -1,0 +1,83 @@
+// The RDMA stream protocol's control messages: Valkey's RDMA transport, byte for byte.
+//
+// Every control message is exactly 32 bytes, big-endian, carried by IBV_WR_SEND into
+// 32-byte pre-posted receives.  Layouts (offsets in bytes):
+//
+//   Feature (GetServerFeature = 0, SetClientFeature = 1)
+//     0  u16 opcode | 2 u16 select | 4..23 reserved | 24 u64 features
+//   Keepalive (2)
+//     0  u16 opcode | 2..31 reserved
+//   RegisterXferMemory (3)
+//     0  u16 opcode | 2..15 reserved | 16 u64 addr | 24 u32 length | 28 u32 rkey
+//
+// Version: the protocol has no version field; capabilities beyond the baseline are
+// negotiated through the feature words (select 0 = feature bits 0..63).  A Valkey peer
+// answers features = 0 and treats non-zero SetClientFeature as an error, so Conduit only
+// sends SetClientFeature when the server advertised the bits it selects.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <string_view>
+
+#include "conduit/base/status.h"
+
+namespace conduit::transport::rdma {
+
+inline constexpr size_t kCtrlSize = 32;
+
+enum class Opcode : uint16_t {
+  kGetServerFeature = 0,
+  kSetClientFeature = 1,
+  kKeepalive = 2,
+  kRegisterXferMemory = 3,
+};
+std::string_view opcode_name(uint16_t op);
+
+// Conduit extension bits (select 0).  A Valkey peer advertises none of them.
+inline constexpr uint64_t kFeatureRing = 1ull << 0;           // incremental credit returns
+inline constexpr uint64_t kFeatureSolicited = 1ull << 1;      // solicited-event aggregation
+// The bits this build implements and offers.
+inline constexpr uint64_t kFeatureKnownMask = 0;
+
+// RX buffer limits (the Valkey transport's: 64 KiB .. 16 MiB).
+inline constexpr uint32_t kMinRxBuffer = 64 * 1024;
+inline constexpr uint32_t kMaxRxBuffer = 16 * 1024 * 1024;
+
+struct CtrlMsg {
+  uint16_t opcode = 0;
+  uint16_t select = 0;     // feature messages
+  uint64_t features = 0;   // feature messages
+  uint64_t addr = 0;       // RegisterXferMemory
+  uint32_t length = 0;     // RegisterXferMemory
+  uint32_t rkey = 0;       // RegisterXferMemory
+
+  static CtrlMsg feature(Opcode op, uint64_t bits) {
+    CtrlMsg m;
+    m.opcode = static_cast<uint16_t>(op);
+    m.features = bits;
+    return m;
+  }
+  static CtrlMsg keepalive() {
+    CtrlMsg m;
+    m.opcode = static_cast<uint16_t>(Opcode::kKeepalive);
+    return m;
+  }
+  static CtrlMsg register_xfer(uint64_t addr, uint32_t length, uint32_t rkey) {
+    CtrlMsg m;
+    m.opcode = static_cast<uint16_t>(Opcode::kRegisterXferMemory);
+    m.addr = addr;
+    m.length = length;
+    m.rkey = rkey;
+    return m;
+  }
+
+  void encode(uint8_t (&out)[kCtrlSize]) const;
+  // Decodes and validates: unknown opcodes and out-of-range RegisterXferMemory lengths are
+  // protocol errors.  `byte_len` is what the receive completion reported.
+  static Result<CtrlMsg> decode(const uint8_t* in, uint32_t byte_len);
+  std::string to_string() const;
+};
+
+}  // namespace conduit::transport::rdma

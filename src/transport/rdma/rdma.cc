@@ -1,0 +1,917 @@
+#include "rdma.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <set>
+#include <vector>
+
+#include "conduit/base/clock.h"
+#include "conduit/base/log.h"
+#include "conduit/verbs/verbs.h"
+#include "protocol.h"
+
+namespace conduit::transport {
+namespace rdma {
+namespace {
+
+using namespace conduit::verbs;
+using reactor::EventLoop;
+
+constexpr uint64_t kMs = 1'000'000;
+constexpr uint32_t kCtrlSendSlots = 16;
+
+// wr_id layout: kind in the top byte, slot index below.
+enum WrKind : uint64_t { kWrRecv = 1, kWrCtrlSend = 2, kWrData = 3 };
+constexpr uint64_t make_wr_id(WrKind k, uint64_t index) { return (static_cast<uint64_t>(k) << 56) | index; }
+constexpr WrKind wr_kind(uint64_t id) { return static_cast<WrKind>(id >> 56); }
+constexpr uint32_t wr_index(uint64_t id) { return static_cast<uint32_t>(id & 0xffffffffu); }
+
+struct RdmaOptions {
+  uint32_t rx_buffer = 1u << 20;
+  uint32_t send_depth = 256;
+  uint32_t recv_depth = 256;
+  uint32_t inline_bytes = 64;
+  uint32_t flush_bytes = 64 * 1024;
+  uint64_t keepalive_ms = 3000;
+  uint64_t keepalive_timeout_ms = 10000;
+  uint64_t connect_timeout_ms = 10000;
+  uint64_t features = kFeatureKnownMask;
+  std::string device;
+};
+
+Result<RdmaOptions> parse_options(const Endpoint& ep) {
+  OptionReader r(ep);
+  RdmaOptions o;
+  CONDUIT_ASSIGN_OR_RETURN(uint64_t rx, r.get_u64("rx_buffer", o.rx_buffer, kMinRxBuffer, kMaxRxBuffer));
+  CONDUIT_ASSIGN_OR_RETURN(uint64_t sd, r.get_u64("send_depth", o.send_depth, 16, 16384));
+  CONDUIT_ASSIGN_OR_RETURN(uint64_t rd, r.get_u64("recv_depth", o.recv_depth, 16, 16384));
+  CONDUIT_ASSIGN_OR_RETURN(uint64_t inl, r.get_u64("inline", o.inline_bytes, 0, 1024));
+  CONDUIT_ASSIGN_OR_RETURN(uint64_t fb, r.get_u64("flush_bytes", o.flush_bytes, 1, kMaxRxBuffer));
+  CONDUIT_ASSIGN_OR_RETURN(o.keepalive_ms, r.get_u64("keepalive_ms", o.keepalive_ms, 0, 3'600'000));
+  CONDUIT_ASSIGN_OR_RETURN(o.keepalive_timeout_ms,
+                           r.get_u64("keepalive_timeout_ms", o.keepalive_timeout_ms, 0, 3'600'000));
+  CONDUIT_ASSIGN_OR_RETURN(o.connect_timeout_ms, r.get_u64("connect_timeout_ms", o.connect_timeout_ms, 1, 3'600'000));
+  CONDUIT_ASSIGN_OR_RETURN(std::string features, r.get_string("features", "all"));
+  CONDUIT_ASSIGN_OR_RETURN(o.device, r.get_string("device", ""));
+  CONDUIT_RETURN_IF_ERROR(r.finish());
+  if (features == "all") {
+    o.features = kFeatureKnownMask;
+  } else if (features == "none") {
+    o.features = 0;
+  } else {
+    char* end = nullptr;
+    o.features = std::strtoull(features.c_str(), &end, 0);
+    if (end == features.c_str() || *end != '\0')
+      return Status(Code::kInvalidArgument, "rdma option features='" + features + "': expected all, none or a number");
+    o.features &= kFeatureKnownMask;
+  }
+  o.rx_buffer = static_cast<uint32_t>(rx);
+  o.send_depth = static_cast<uint32_t>(sd);
+  o.recv_depth = static_cast<uint32_t>(rd);
+  o.inline_bytes = static_cast<uint32_t>(inl);
+  o.flush_bytes = static_cast<uint32_t>(fb);
+  return o;
+}
+
+// Receives rdma_cm events routed by the per-loop context.
+class CmSink {
+ public:
+  virtual ~CmSink() = default;
+  virtual void on_cm_event(CmEvent& ev) = 0;
+};
+
+class RdmaConnection;
+
+// Per event loop: one rdma_cm event channel (in epoll), one PD per device, and the set of
+// connections with deferred work (data to post, data to deliver, writability to announce),
+// serviced in a before-sleep hook.  Reference-counted by its connections and listeners.
+class LoopContext final : public reactor::FdHandler {
+ public:
+  static Result<LoopContext*> acquire(EventLoop& loop);
+  void release();
+
+  EventLoop& loop() { return loop_; }
+  const std::shared_ptr<EventChannel>& channel() const { return channel_; }
+  Result<std::shared_ptr<ProtectionDomain>> pd_for(CmId& id);
+  void mark_pending(RdmaConnection* c) { pending_.insert(c); }
+  void forget(RdmaConnection* c) { pending_.erase(c); }
+
+  void on_events(uint32_t events) override;
+
+ private:
+  explicit LoopContext(EventLoop& loop) : loop_(loop) {}
+  bool run_pending();
+
+  EventLoop& loop_;
+  std::shared_ptr<EventChannel> channel_;
+  std::map<ibv_context*, std::shared_ptr<ProtectionDomain>> pds_;
+  std::set<RdmaConnection*> pending_;
+  EventLoop::HookId hook_ = 0;
+  int refs_ = 0;
+
+  static std::mutex mu_;
+  static std::map<EventLoop*, LoopContext*> contexts_;
+};
+
+std::mutex LoopContext::mu_;
+std::map<EventLoop*, LoopContext*> LoopContext::contexts_;
+
+// ---------------------------------------------------------------------------------------
+
+class RdmaConnection final : public Connection, public reactor::FdHandler, public CmSink {
+ public:
+  // Outbound: starts address resolution.
+  static Result<std::unique_ptr<RdmaConnection>> start_connect(EventLoop& loop, const Endpoint& ep,
+                                                               const RdmaOptions& o, ConnectCallback cb);
+  // Inbound: takes the id from CONNECT_REQUEST, sets up resources and accepts.
+  static Result<std::unique_ptr<RdmaConnection>> start_accept(LoopContext* ctx, std::unique_ptr<CmId> id,
+                                                              const RdmaOptions& o);
+
+  ~RdmaConnection() override;
+
+  // Connection
+  ConnState state() const override { return state_; }
+  const Status& error() const override { return error_; }
+  Result<size_t> read(std::span<uint8_t> buf) override;
+  Result<size_t> write(std::span<const uint8_t> data) override;
+  Result<size_t> writev(std::span<const iovec> iov) override;
+  void set_read_handler(Handler h) override {
+    read_handler_ = std::move(h);
+    if (read_handler_ && readable()) ctx_->mark_pending(this);
+  }
+  void set_write_handler(Handler h) override {
+    write_handler_ = std::move(h);
+    if (write_handler_ && writable()) ctx_->mark_pending(this);
+  }
+  bool has_pending_data() const override { return read_handler_ != nullptr && readable(); }
+  void process_pending() override;
+  Status shutdown_write() override {
+    return Status(Code::kNotSupported, "rdma: the Valkey RDMA protocol has no half-close");
+  }
+  void close() override;
+  std::string local_address() const override { return local_; }
+  std::string peer_address() const override { return peer_; }
+  Caps caps() const override {
+    Caps c;
+    c.transport = "rdma";
+    c.max_inline = qp() ? qp()->max_inline() : 0;
+    c.one_sided = true;
+    c.half_close = false;
+    return c;
+  }
+  const ConnStats& stats() const override { return stats_; }
+  EventLoop& loop() const override { return ctx_->loop(); }
+
+  // FdHandler: the completion channel.
+  void on_events(uint32_t events) override;
+  // CmSink
+  void on_cm_event(CmEvent& ev) override;
+
+  // Called by the loop context's before-sleep hook.  Returns true if work remains.
+  bool run_deferred();
+
+  // For the listener: fires once when the accepted connection is established (or failed).
+  std::function<void(RdmaConnection*, Status)> on_established_;
+  uint64_t negotiated_features() const { return features_; }
+
+ private:
+  RdmaConnection(LoopContext* ctx, const RdmaOptions& o, ConnState st) : ctx_(ctx), options_(o), state_(st) {}
+
+  QueuePair* qp() const { return id_ ? id_->qp() : nullptr; }
+  bool readable() const {
+    return state_ == ConnState::kConnected ? (rx_pos_ < rx_offset_ || peer_closed_)
+                                           : state_ == ConnState::kError;
+  }
+  bool writable() const { return state_ == ConnState::kConnected && tx_known_ && tx_offset_ < tx_length_; }
+
+  Status setup_resources();
+  Status post_recv_slot(uint32_t slot);
+  Status send_ctrl(const CtrlMsg& m);
+  Status flush();
+  Status process_cq();
+  Status handle_completion(const Completion& wc);
+  Status handle_ctrl(const CtrlMsg& m);
+  Status register_rx();
+  void established();
+  void finish_connect(Status s);
+  void fail(Status s);
+  void deliver();
+  void arm_keepalive();
+  void check_keepalive();
+  void release_resources();
+
+  LoopContext* ctx_;
+  RdmaOptions options_;
+  ConnState state_;
+  Status error_;
+  Handler read_handler_;
+  Handler write_handler_;
+  ConnectCallback on_connect_;
+  ConnStats stats_;
+  std::string local_, peer_;
+
+  // Verbs objects, declared in creation order so destruction runs in reverse: the id (and
+  // its QP) goes first, then MRs, then the CQ and channel, then the PD.
+  std::shared_ptr<ProtectionDomain> pd_;
+  std::shared_ptr<CompletionChannel> channel_;
+  std::shared_ptr<CompletionQueue> cq_;
+  std::unique_ptr<RegisteredBuffer> ctrl_;   // recv slots, then send slots
+  std::unique_ptr<RegisteredBuffer> rx_;
+  std::unique_ptr<RegisteredBuffer> tx_;     // staging, mirrors the peer's RX buffer
+  std::unique_ptr<CmId> id_;
+  bool channel_watched_ = false;
+
+  std::unique_ptr<SignalTracker> tracker_;
+  std::vector<uint32_t> free_ctrl_slots_;
+
+  // RX (ours): the peer writes [rx_offset_, ...); we have consumed up to rx_pos_.
+  uint32_t rx_offset_ = 0;
+  uint32_t rx_pos_ = 0;
+  // TX (the peer's RX buffer): we have copied up to tx_offset_, posted up to tx_posted_.
+  bool tx_known_ = false;
+  uint64_t tx_addr_ = 0;
+  uint32_t tx_length_ = 0;
+  uint32_t tx_rkey_ = 0;
+  uint32_t tx_offset_ = 0;
+  uint32_t tx_posted_ = 0;
+  bool write_blocked_ = false;
+
+  bool client_side_ = false;
+  bool peer_closed_ = false;
+  bool eof_delivered_ = false;
+  bool disconnect_sent_ = false;
+  bool peer_xfer_seen_ = false;
+  bool peer_keepalive_seen_ = false;
+  uint64_t features_ = 0;
+  uint64_t last_rx_ns_ = 0;
+  reactor::TimerId keepalive_timer_ = 0;
+  reactor::TimerId connect_timer_ = 0;
+  Completion wcs_[32];
+};
+
+// ---------------------------------------------------------------------------------------
+// LoopContext
+
+Result<LoopContext*> LoopContext::acquire(EventLoop& loop) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = contexts_.find(&loop);
+  if (it != contexts_.end()) {
+    ++it->second->refs_;
+    return it->second;
+  }
+  auto ctx = std::unique_ptr<LoopContext>(new LoopContext(loop));
+  CONDUIT_ASSIGN_OR_RETURN(ctx->channel_, EventChannel::create());
+  CONDUIT_RETURN_IF_ERROR(loop.add(ctx->channel_->fd(), reactor::kReadable, ctx.get()));
+  LoopContext* raw = ctx.get();
+  ctx->hook_ = loop.add_before_sleep([raw] { return raw->run_pending(); });
+  ctx->refs_ = 1;
+  contexts_.emplace(&loop, raw);
+  return ctx.release();
+}
+
+void LoopContext::release() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (--refs_ > 0) return;
+  contexts_.erase(&loop_);
+  (void)loop_.remove(channel_->fd());
+  loop_.remove_before_sleep(hook_);
+  delete this;
+}
+
+Result<std::shared_ptr<ProtectionDomain>> LoopContext::pd_for(CmId& id) {
+  std::shared_ptr<Context> dev = id.context();
+  if (!dev) return Status(Code::kInternal, "rdma: cm id has no device");
+  auto it = pds_.find(dev->native_handle());
+  if (it != pds_.end()) return it->second;
+  CONDUIT_ASSIGN_OR_RETURN(auto pd, ProtectionDomain::create(dev));
+  pds_.emplace(dev->native_handle(), pd);
+  return pd;
+}
+
+void LoopContext::on_events(uint32_t) {
+  // Bounded batch so a connection storm can't starve the loop.
+  for (int i = 0; i < 64; ++i) {
+    auto ev = CmId::next_event(channel_, 0);
+    if (!ev.ok()) {
+      if (ev.status().is_error()) CONDUIT_LOG(kWarn) << "rdma_cm: " << ev.status().to_string();
+      return;
+    }
+    CmId* target = ev->owner;
+    if (ev->type == RDMA_CM_EVENT_CONNECT_REQUEST && ev->listen_id != nullptr)
+      target = static_cast<CmId*>(ev->listen_id->context);
+    auto* sink = target ? static_cast<CmSink*>(target->user_data()) : nullptr;
+    if (sink == nullptr) {
+      CONDUIT_LOG(kDebug) << "rdma_cm: event " << ev->to_string() << " for an id nobody owns";
+      continue;  // e.g. a CONNECT_REQUEST for a closed listener: new_id is destroyed = rejected
+    }
+    sink->on_cm_event(*ev);
+  }
+}
+
+bool LoopContext::run_pending() {
+  if (pending_.empty()) return false;
+  // Connections may close (and leave the set) from inside their handlers: work on a copy
+  // and re-check membership before each call.
+  std::vector<RdmaConnection*> batch(pending_.begin(), pending_.end());
+  pending_.clear();
+  for (RdmaConnection* c : batch) {
+    if (c->run_deferred()) pending_.insert(c);
+  }
+  return !pending_.empty();
+}
+
+// ---------------------------------------------------------------------------------------
+// RdmaConnection: setup
+
+Result<std::unique_ptr<RdmaConnection>> RdmaConnection::start_connect(EventLoop& loop, const Endpoint& ep,
+                                                                       const RdmaOptions& o, ConnectCallback cb) {
+  CONDUIT_ASSIGN_OR_RETURN(auto hp, ep.host_port());
+  CONDUIT_ASSIGN_OR_RETURN(SocketAddress dst, SocketAddress::resolve(hp.first, hp.second));
+  CONDUIT_ASSIGN_OR_RETURN(LoopContext * ctx, LoopContext::acquire(loop));
+  std::unique_ptr<RdmaConnection> c(new RdmaConnection(ctx, o, ConnState::kConnecting));
+  c->peer_ = dst.to_string();
+  c->client_side_ = true;
+  c->on_connect_ = std::move(cb);
+  CONDUIT_ASSIGN_OR_RETURN(c->id_, CmId::create(ctx->channel()));
+  c->id_->set_user_data(static_cast<CmSink*>(c.get()));
+  CONDUIT_RETURN_IF_ERROR(c->id_->resolve_addr(dst, static_cast<int>(o.connect_timeout_ms)));
+  RdmaConnection* raw = c.get();
+  c->connect_timer_ = loop.run_after(o.connect_timeout_ms * kMs, [raw] {
+    raw->connect_timer_ = 0;
+    raw->finish_connect(Status(Code::kTimedOut, "rdma connect to " + raw->peer_ + " timed out after " +
+                                                    std::to_string(raw->options_.connect_timeout_ms) + " ms"));
+  });
+  return c;
+}
+
+Result<std::unique_ptr<RdmaConnection>> RdmaConnection::start_accept(LoopContext* ctx, std::unique_ptr<CmId> id,
+                                                                      const RdmaOptions& o) {
+  std::unique_ptr<RdmaConnection> c(new RdmaConnection(ctx, o, ConnState::kAccepting));
+  // Each connection holds its own reference on the loop context.
+  CONDUIT_ASSIGN_OR_RETURN(LoopContext * again, LoopContext::acquire(ctx->loop()));
+  (void)again;
+  c->id_ = std::move(id);
+  c->id_->set_user_data(static_cast<CmSink*>(c.get()));
+  c->peer_ = c->id_->peer_address().to_string();
+  c->local_ = c->id_->local_address().to_string();
+  CONDUIT_RETURN_IF_ERROR(c->setup_resources());
+  CONDUIT_RETURN_IF_ERROR(c->id_->accept({}, 1, 1, 7));
+  return c;
+}
+
+Status RdmaConnection::setup_resources() {
+  if (!options_.device.empty()) {
+    auto dev = id_->context();
+    if (!dev || dev->name() != options_.device)
+      return Status(Code::kUnavailable, "rdma: route uses device " + std::string(dev ? dev->name() : "?") +
+                                            ", not the requested " + options_.device);
+  }
+  CONDUIT_ASSIGN_OR_RETURN(pd_, ctx_->pd_for(*id_));
+  std::shared_ptr<Context> dev = pd_->context();
+  CONDUIT_ASSIGN_OR_RETURN(channel_, CompletionChannel::create(dev));
+  const int cqe = static_cast<int>(options_.send_depth + options_.recv_depth) + 16;
+  CONDUIT_ASSIGN_OR_RETURN(cq_, CompletionQueue::create(dev, cqe, channel_));
+  QpOptions qo;
+  qo.max_send_wr = options_.send_depth;
+  qo.max_recv_wr = options_.recv_depth;
+  qo.max_send_sge = 1;
+  qo.max_recv_sge = 1;
+  qo.max_inline_data = options_.inline_bytes;
+  CONDUIT_ASSIGN_OR_RETURN(QueuePair * qp, id_->create_qp(pd_, cq_, cq_, qo));
+  // Never trust the provider to refuse overruns (rxe keeps spare slots): the tracker
+  // enforces the depth it granted, signalling at least every quarter of it.
+  const uint32_t depth = std::min(options_.send_depth, qp->options().max_send_wr);
+  tracker_ = std::make_unique<SignalTracker>(depth, std::max(1u, depth / 4));
+
+  const size_t ctrl_bytes = static_cast<size_t>(options_.recv_depth + kCtrlSendSlots) * kCtrlSize;
+  CONDUIT_ASSIGN_OR_RETURN(auto ctrl, RegisteredBuffer::create(pd_, ctrl_bytes, kLocalOnly));
+  ctrl_ = std::make_unique<RegisteredBuffer>(std::move(ctrl));
+  CONDUIT_ASSIGN_OR_RETURN(auto rx, RegisteredBuffer::create(pd_, options_.rx_buffer,
+                                                             Access::kLocalWrite | Access::kRemoteWrite));
+  rx_ = std::make_unique<RegisteredBuffer>(std::move(rx));
+  for (uint32_t i = 0; i < options_.recv_depth; ++i) CONDUIT_RETURN_IF_ERROR(post_recv_slot(i));
+  for (uint32_t i = 0; i < kCtrlSendSlots; ++i) free_ctrl_slots_.push_back(kCtrlSendSlots - 1 - i);
+  CONDUIT_RETURN_IF_ERROR(cq_->arm());
+  CONDUIT_RETURN_IF_ERROR(ctx_->loop().add(channel_->fd(), reactor::kReadable, this));
+  channel_watched_ = true;
+  return {};
+}
+
+RdmaConnection::~RdmaConnection() {
+  close();
+  ctx_->forget(this);
+  ctx_->release();
+}
+
+void RdmaConnection::release_resources() {
+  if (keepalive_timer_ != 0) ctx_->loop().cancel(keepalive_timer_);
+  if (connect_timer_ != 0) ctx_->loop().cancel(connect_timer_);
+  keepalive_timer_ = connect_timer_ = 0;
+  if (channel_watched_) (void)ctx_->loop().remove(channel_->fd());
+  channel_watched_ = false;
+  if (id_) id_->set_user_data(nullptr);
+  // Order matters: id (QP) before MRs, CQ and channel.
+  id_.reset();
+  tx_.reset();
+  rx_.reset();
+  ctrl_.reset();
+  cq_.reset();
+  channel_.reset();
+  pd_.reset();
+}
+
+void RdmaConnection::close() {
+  if (state_ == ConnState::kClosed && !id_) return;
+  if (id_ && !disconnect_sent_ && (state_ == ConnState::kConnected || peer_closed_)) {
+    disconnect_sent_ = true;
+    (void)id_->disconnect();
+  }
+  release_resources();
+  if (state_ != ConnState::kError) state_ = ConnState::kClosed;
+  read_handler_ = nullptr;
+  write_handler_ = nullptr;
+  ctx_->forget(this);
+}
+
+void RdmaConnection::fail(Status s) {
+  if (state_ == ConnState::kError || state_ == ConnState::kClosed) return;
+  if (s.code() == Code::kProtocolError)
+    CONDUIT_LOG(kWarn) << "rdma: protocol error from " << peer_ << ", closing: " << s.to_string();
+  else
+    CONDUIT_LOG(kDebug) << "rdma: connection to " << peer_ << " failed: " << s.to_string();
+  const bool was_connecting = state_ == ConnState::kConnecting || state_ == ConnState::kAccepting;
+  error_ = s;
+  state_ = ConnState::kError;
+  if (id_ && !disconnect_sent_) {
+    disconnect_sent_ = true;
+    (void)id_->disconnect();
+  }
+  if (keepalive_timer_ != 0) ctx_->loop().cancel(keepalive_timer_);
+  keepalive_timer_ = 0;
+  if (was_connecting) {
+    finish_connect(s);
+    return;
+  }
+  ctx_->mark_pending(this);  // the read handler will see the error
+}
+
+void RdmaConnection::finish_connect(Status s) {
+  if (connect_timer_ != 0) ctx_->loop().cancel(connect_timer_);
+  connect_timer_ = 0;
+  if (!s.ok() && state_ != ConnState::kError) {
+    error_ = s;
+    state_ = ConnState::kError;
+    if (id_ && !disconnect_sent_) {
+      disconnect_sent_ = true;
+      (void)id_->disconnect();
+    }
+  }
+  if (on_established_) {
+    auto cb = std::move(on_established_);
+    on_established_ = nullptr;
+    cb(this, s);  // may destroy this
+    return;
+  }
+  if (on_connect_) {
+    ConnectCallback cb = std::move(on_connect_);
+    on_connect_ = nullptr;
+    cb(*this, s);
+  }
+}
+
+void RdmaConnection::on_cm_event(CmEvent& ev) {
+  switch (ev.type) {
+    case RDMA_CM_EVENT_ADDR_RESOLVED:
+      if (Status s = id_->resolve_route(static_cast<int>(options_.connect_timeout_ms)); !s.ok()) fail(s);
+      return;
+    case RDMA_CM_EVENT_ROUTE_RESOLVED: {
+      Status s = setup_resources();
+      if (s.ok()) s = id_->connect({}, 1, 1, 7);
+      if (!s.ok()) fail(s);
+      return;
+    }
+    case RDMA_CM_EVENT_ESTABLISHED:
+      established();
+      return;
+    case RDMA_CM_EVENT_DISCONNECTED:
+      if (state_ == ConnState::kConnected) {
+        peer_closed_ = true;
+        if (!disconnect_sent_) {
+          disconnect_sent_ = true;
+          (void)id_->disconnect();
+        }
+        // Completions that raced the disconnect (data the peer wrote last) are still in
+        // the CQ: take them before announcing EOF.
+        (void)process_cq();
+        ctx_->mark_pending(this);
+      } else if (state_ == ConnState::kConnecting || state_ == ConnState::kAccepting) {
+        fail(Status(Code::kClosed, "rdma: peer disconnected during setup"));
+      }
+      return;
+    case RDMA_CM_EVENT_TIMEWAIT_EXIT:
+      return;
+    case RDMA_CM_EVENT_REJECTED:
+      fail(Status(Code::kUnavailable, "rdma connect to " + peer_ + ": rejected (no RDMA listener?)",
+                  DetailKind::kCmEvent, ev.status));
+      return;
+    case RDMA_CM_EVENT_DEVICE_REMOVAL:
+      fail(Status(Code::kUnavailable, "rdma: device removed"));
+      return;
+    default:
+      fail(Status(Code::kUnavailable, "rdma connect to " + peer_ + ": " + ev.to_string(), DetailKind::kCmEvent,
+                  ev.status));
+      return;
+  }
+}
+
+void RdmaConnection::established() {
+  if (state_ != ConnState::kConnecting && state_ != ConnState::kAccepting) return;
+  local_ = id_->local_address().to_string();
+  peer_ = id_->peer_address().to_string();
+  last_rx_ns_ = monotonic_ns();
+  const bool client = state_ == ConnState::kConnecting;
+  state_ = ConnState::kConnected;
+  Status s = register_rx();
+  // A client asks for the server's features; a Valkey server answers 0.  The server side
+  // never starts negotiation (Valkey clients may not send anything but RegisterXferMemory).
+  if (s.ok() && client && options_.features != 0)
+    s = send_ctrl(CtrlMsg::feature(Opcode::kGetServerFeature, options_.features));
+  if (!s.ok()) {
+    state_ = client ? ConnState::kConnecting : ConnState::kAccepting;
+    fail(s);
+    return;
+  }
+  arm_keepalive();
+  // Connected as far as the caller is concerned; writes would-block until the peer has
+  // advertised its RX buffer, after which the write handler fires.
+  finish_connect(Status());
+}
+
+void RdmaConnection::arm_keepalive() {
+  if (options_.keepalive_ms == 0 && options_.keepalive_timeout_ms == 0) return;
+  const uint64_t period = options_.keepalive_ms != 0 ? options_.keepalive_ms : options_.keepalive_timeout_ms / 2 + 1;
+  keepalive_timer_ = ctx_->loop().run_every(period * kMs, [this] { check_keepalive(); });
+}
+
+void RdmaConnection::check_keepalive() {
+  if (state_ != ConnState::kConnected || peer_closed_) return;
+  if (options_.keepalive_ms != 0) {
+    if (Status s = send_ctrl(CtrlMsg::keepalive()); !s.ok() && s.is_error()) return fail(s);
+  }
+  // Only peers known to send keepalives can be timed out: Valkey's client library never
+  // sends them, and an idle client is not a dead one.
+  if (options_.keepalive_timeout_ms != 0 && (peer_keepalive_seen_ || features_ != 0) &&
+      monotonic_ns() - last_rx_ns_ > options_.keepalive_timeout_ms * kMs)
+    fail(Status(Code::kProtocolError, "rdma: no keepalive from " + peer_ + " for " +
+                                          std::to_string(options_.keepalive_timeout_ms) + " ms"));
+}
+
+// ---------------------------------------------------------------------------------------
+// Control messages and completions
+
+Status RdmaConnection::post_recv_slot(uint32_t slot) {
+  ibv_sge sge = ctrl_->sge(static_cast<size_t>(slot) * kCtrlSize, kCtrlSize);
+  RecvWr wr = RecvWr::make(&sge, 1, make_wr_id(kWrRecv, slot));
+  return qp()->post_recv(wr);
+}
+
+Status RdmaConnection::send_ctrl(const CtrlMsg& m) {
+  if (free_ctrl_slots_.empty() || !tracker_->can_post(1))
+    return Status(Code::kResourceExhausted, "rdma: control send queue full");
+  const uint32_t slot = free_ctrl_slots_.back();
+  uint8_t* buf = ctrl_->data() + static_cast<size_t>(options_.recv_depth + slot) * kCtrlSize;
+  m.encode(*reinterpret_cast<uint8_t(*)[kCtrlSize]>(buf));
+  ibv_sge sge = ctrl_->sge(static_cast<size_t>(options_.recv_depth + slot) * kCtrlSize, kCtrlSize);
+  // Control sends are always signaled: their completion frees the slot.
+  tracker_->on_post(true);
+  SendWr wr = SendWr::send(&sge, 1).id(make_wr_id(kWrCtrlSend, slot)).signaled();
+  if (Status s = qp()->post_send(wr); !s.ok()) return s;
+  free_ctrl_slots_.pop_back();
+  return {};
+}
+
+Status RdmaConnection::register_rx() {
+  rx_offset_ = 0;
+  rx_pos_ = 0;
+  return send_ctrl(CtrlMsg::register_xfer(rx_->mr().addr(), static_cast<uint32_t>(rx_->size()), rx_->mr().rkey()));
+}
+
+Status RdmaConnection::handle_ctrl(const CtrlMsg& m) {
+  switch (static_cast<Opcode>(m.opcode)) {
+    case Opcode::kRegisterXferMemory: {
+      if (!tx_ || tx_->size() != m.length) {
+        tx_.reset();
+        CONDUIT_ASSIGN_OR_RETURN(auto buf, RegisteredBuffer::create(pd_, m.length, kLocalOnly));
+        tx_ = std::make_unique<RegisteredBuffer>(std::move(buf));
+      }
+      if (tx_known_ && tx_posted_ != tx_offset_)
+        return Status(Code::kProtocolError, "rdma: peer re-registered its buffer before receiving all data");
+      tx_known_ = true;
+      tx_addr_ = m.addr;
+      tx_length_ = m.length;
+      tx_rkey_ = m.rkey;
+      tx_offset_ = tx_posted_ = 0;
+      peer_xfer_seen_ = true;
+      if (write_handler_) ctx_->mark_pending(this);
+      return {};
+    }
+    case Opcode::kKeepalive:
+      peer_keepalive_seen_ = true;
+      return {};
+    case Opcode::kGetServerFeature: {
+      if (!client_side_) {
+        // A client asks: answer with the select it named and the bits we offer there.
+        CtrlMsg reply = CtrlMsg::feature(Opcode::kGetServerFeature, m.select == 0 ? options_.features : 0);
+        reply.select = m.select;
+        return send_ctrl(reply);
+      }
+      // The server's answer: switch on what both sides support (a Valkey server says 0,
+      // and must then never see a SetClientFeature with bits set).
+      const uint64_t chosen = m.select == 0 ? (m.features & options_.features) : 0;
+      if (chosen != 0) {
+        CONDUIT_RETURN_IF_ERROR(send_ctrl(CtrlMsg::feature(Opcode::kSetClientFeature, chosen)));
+        features_ = chosen;
+      }
+      return {};
+    }
+    case Opcode::kSetClientFeature:
+      if (client_side_) return Status(Code::kProtocolError, "rdma: server sent SetClientFeature");
+      if (m.select != 0 || (m.features & ~options_.features) != 0)
+        return Status(Code::kProtocolError, "rdma: peer selected unsupported features " + std::to_string(m.features));
+      features_ = m.features;
+      return {};
+  }
+  return Status(Code::kProtocolError, "rdma: unknown opcode " + std::to_string(m.opcode));
+}
+
+Status RdmaConnection::handle_completion(const Completion& wc) {
+  if (!wc.ok()) {
+    if (wc.ibv_wc::status == IBV_WC_WR_FLUSH_ERR && (peer_closed_ || disconnect_sent_)) return {};
+    return wc.as_status().annotate("rdma " + peer_);
+  }
+  switch (wr_kind(wc.wr_id)) {
+    case kWrRecv: {
+      const uint32_t slot = wr_index(wc.wr_id);
+      last_rx_ns_ = monotonic_ns();
+      if (wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
+        const uint32_t len = wc.imm();
+        if (len > rx_->size() - rx_offset_)
+          return Status(Code::kProtocolError, "rdma: peer wrote " + std::to_string(len) + " bytes at offset " +
+                                                  std::to_string(rx_offset_) + " of a " + std::to_string(rx_->size()) +
+                                                  "-byte buffer");
+        rx_offset_ += len;
+      } else {
+        CONDUIT_ASSIGN_OR_RETURN(CtrlMsg m, CtrlMsg::decode(ctrl_->data() + static_cast<size_t>(slot) * kCtrlSize,
+                                                            wc.byte_len));
+        CONDUIT_RETURN_IF_ERROR(handle_ctrl(m));
+      }
+      return post_recv_slot(slot);
+    }
+    case kWrCtrlSend:
+      free_ctrl_slots_.push_back(wr_index(wc.wr_id));
+      tracker_->on_signaled_completion();
+      return {};
+    case kWrData:
+      tracker_->on_signaled_completion();
+      return {};
+  }
+  return Status(Code::kInternal, "rdma: completion with unknown wr_id " + std::to_string(wc.wr_id));
+}
+
+Status RdmaConnection::process_cq() {
+  if (!cq_) return {};
+  for (;;) {
+    CONDUIT_ASSIGN_OR_RETURN(int n, cq_->poll(wcs_));
+    for (int i = 0; i < n; ++i) CONDUIT_RETURN_IF_ERROR(handle_completion(wcs_[i]));
+    if (n < static_cast<int>(std::size(wcs_))) return {};
+  }
+}
+
+void RdmaConnection::on_events(uint32_t) {
+  if (!cq_) return;
+  Status s;
+  auto events = cq_->consume_events();
+  if (!events.ok()) s = events.status();
+  if (s.ok()) s = cq_->arm();
+  if (s.ok()) s = process_cq();
+  if (!s.ok()) {
+    fail(s);
+  } else if (tx_posted_ != tx_offset_) {
+    (void)flush();  // completions may have freed send-queue slots
+  }
+  deliver();
+}
+
+// ---------------------------------------------------------------------------------------
+// Data path
+
+Status RdmaConnection::flush() {
+  if (tx_posted_ == tx_offset_ || state_ != ConnState::kConnected) return {};
+  if (!tracker_->can_post(1)) return Status::WouldBlock();  // a signaled completion will free room
+  const uint32_t len = tx_offset_ - tx_posted_;
+  ibv_sge sge = tx_->sge(tx_posted_, len);
+  const bool signal = tracker_->on_post(false);
+  SendWr wr = SendWr::write_imm(&sge, 1, tx_addr_ + tx_posted_, tx_rkey_, len)
+                  .id(make_wr_id(kWrData, 0))
+                  .signaled(signal)
+                  .inlined(len <= qp()->max_inline());
+  if (Status s = qp()->post_send(wr); !s.ok()) {
+    fail(s);
+    return s;
+  }
+  tx_posted_ = tx_offset_;
+  return {};
+}
+
+Result<size_t> RdmaConnection::writev(std::span<const iovec> iov) {
+  if (state_ != ConnState::kConnected) {
+    if (state_ == ConnState::kError) return error_;
+    if (state_ == ConnState::kClosed) return Status(Code::kClosed, "rdma: connection is closed");
+    return Status(Code::kInvalidArgument, "rdma: connection is still being set up");
+  }
+  if (peer_closed_) return Status(Code::kClosed, "rdma: peer disconnected");
+  size_t total = 0;
+  for (const iovec& v : iov) {
+    if (!writable()) break;
+    const size_t room = tx_length_ - tx_offset_;
+    const size_t n = std::min(room, v.iov_len);
+    std::memcpy(tx_->data() + tx_offset_, v.iov_base, n);
+    tx_offset_ += static_cast<uint32_t>(n);
+    total += n;
+    if (n < v.iov_len) break;
+  }
+  if (total == 0) {
+    bool empty = true;
+    for (const iovec& v : iov) empty = empty && v.iov_len == 0;
+    if (empty) return size_t{0};
+    ++stats_.write_would_block;
+    write_blocked_ = true;
+    return Status::WouldBlock();
+  }
+  stats_.bytes_written += total;
+  ++stats_.writes;
+  // Small runs wait for the before-sleep hook so that many writes become one WR; a full
+  // buffer or a large run goes out now.
+  if (tx_offset_ - tx_posted_ >= options_.flush_bytes || tx_offset_ == tx_length_) {
+    Status s = flush();
+    if (s.is_error()) return s;
+  }
+  ctx_->mark_pending(this);
+  return total;
+}
+
+Result<size_t> RdmaConnection::write(std::span<const uint8_t> data) {
+  iovec v{const_cast<uint8_t*>(data.data()), data.size()};
+  return writev(std::span<const iovec>(&v, 1));
+}
+
+Result<size_t> RdmaConnection::read(std::span<uint8_t> buf) {
+  if (state_ != ConnState::kConnected) {
+    if (state_ == ConnState::kError) return error_;
+    if (state_ == ConnState::kClosed) return Status(Code::kClosed, "rdma: connection is closed");
+    return Status(Code::kInvalidArgument, "rdma: connection is still being set up");
+  }
+  if (rx_pos_ == rx_offset_) {
+    if (peer_closed_) {
+      eof_delivered_ = true;
+      return size_t{0};
+    }
+    ++stats_.read_would_block;
+    return Status::WouldBlock();
+  }
+  const size_t n = std::min<size_t>(buf.size(), rx_offset_ - rx_pos_);
+  std::memcpy(buf.data(), rx_->data() + rx_pos_, n);
+  rx_pos_ += static_cast<uint32_t>(n);
+  stats_.bytes_read += n;
+  ++stats_.reads;
+  if (rx_pos_ == rx_->size() && !peer_closed_) {
+    // Fully consumed: hand the whole buffer back to the writer.
+    if (Status s = register_rx(); !s.ok()) {
+      fail(s);
+      return n;
+    }
+  }
+  return n;
+}
+
+void RdmaConnection::deliver() {
+  // Handlers may close the connection: re-check the state around every call.
+  if (read_handler_ && readable()) {
+    Handler h = read_handler_;
+    h(*this);
+  }
+  if (state_ == ConnState::kConnected && write_handler_ && writable()) {
+    write_blocked_ = false;
+    Handler h = write_handler_;
+    h(*this);
+  }
+}
+
+void RdmaConnection::process_pending() { deliver(); }
+
+bool RdmaConnection::run_deferred() {
+  if (state_ == ConnState::kConnected) {
+    Status s = flush();
+    if (s.is_error()) fail(s);
+  }
+  deliver();
+  // Stay on the list while something is left that no event will announce.
+  if (state_ == ConnState::kConnected && tx_posted_ != tx_offset_) return true;
+  return has_pending_data() && !(peer_closed_ && eof_delivered_ && rx_pos_ == rx_offset_) &&
+         state_ != ConnState::kError;
+}
+
+// ---------------------------------------------------------------------------------------
+// Listener
+
+class RdmaListener final : public Listener, public CmSink {
+ public:
+  RdmaListener(LoopContext* ctx, RdmaOptions o, AcceptCallback cb) : ctx_(ctx), options_(o), on_accept_(std::move(cb)) {}
+  ~RdmaListener() override {
+    close();
+    ctx_->release();
+  }
+
+  Status start(const SocketAddress& addr, int backlog) {
+    CONDUIT_ASSIGN_OR_RETURN(id_, CmId::create(ctx_->channel()));
+    id_->set_user_data(static_cast<CmSink*>(this));
+    CONDUIT_RETURN_IF_ERROR(id_->bind(addr));
+    CONDUIT_RETURN_IF_ERROR(id_->listen(backlog));
+    return {};
+  }
+
+  std::string url() const override {
+    return id_ ? "rdma://" + id_->local_address().to_string() : "rdma://closed";
+  }
+  void close() override {
+    accepting_.clear();
+    if (id_) id_->set_user_data(nullptr);
+    id_.reset();
+  }
+
+  void on_cm_event(CmEvent& ev) override {
+    if (ev.type != RDMA_CM_EVENT_CONNECT_REQUEST || !ev.new_id) return;
+    const std::string peer = ev.new_id->peer_address().to_string();
+    auto conn = RdmaConnection::start_accept(ctx_, std::move(ev.new_id), options_);
+    if (!conn.ok()) {
+      CONDUIT_LOG(kWarn) << "rdma accept from " << peer << ": " << conn.status().to_string();
+      return;  // the id was destroyed with the failed connection: the peer sees a reject
+    }
+    RdmaConnection* raw = conn->get();
+    raw->on_established_ = [this](RdmaConnection* c, Status s) {
+      auto it = std::find_if(accepting_.begin(), accepting_.end(), [c](const auto& p) { return p.get() == c; });
+      if (it == accepting_.end()) return;
+      std::unique_ptr<RdmaConnection> owned = std::move(*it);
+      accepting_.erase(it);
+      if (!s.ok()) {
+        CONDUIT_LOG(kDebug) << "rdma: inbound connection failed during setup: " << s.to_string();
+        ctx_->loop().destroy_later(std::move(owned));
+        return;
+      }
+      on_accept_(std::move(owned));
+    };
+    accepting_.push_back(std::move(conn).value());
+  }
+
+ private:
+  LoopContext* ctx_;
+  RdmaOptions options_;
+  AcceptCallback on_accept_;
+  std::unique_ptr<CmId> id_;
+  std::vector<std::unique_ptr<RdmaConnection>> accepting_;
+};
+
+class RdmaTransport final : public Transport {
+ public:
+  std::string_view scheme() const override { return "rdma"; }
+
+  Result<std::unique_ptr<Listener>> listen(EventLoop& loop, const Endpoint& ep, AcceptCallback on_accept) override {
+    if (!on_accept) return Status(Code::kInvalidArgument, "rdma listen: null accept callback");
+    CONDUIT_ASSIGN_OR_RETURN(RdmaOptions o, parse_options(ep));
+    CONDUIT_ASSIGN_OR_RETURN(auto hp, ep.host_port());
+    CONDUIT_ASSIGN_OR_RETURN(SocketAddress addr, SocketAddress::resolve(hp.first == "*" ? "" : hp.first, hp.second));
+    CONDUIT_ASSIGN_OR_RETURN(LoopContext * ctx, LoopContext::acquire(loop));
+    auto l = std::make_unique<RdmaListener>(ctx, o, std::move(on_accept));
+    CONDUIT_RETURN_IF_ERROR(l->start(addr, 128));
+    return std::unique_ptr<Listener>(std::move(l));
+  }
+
+  Result<std::unique_ptr<Connection>> connect(EventLoop& loop, const Endpoint& ep, ConnectCallback on_connect) override {
+    CONDUIT_ASSIGN_OR_RETURN(RdmaOptions o, parse_options(ep));
+    CONDUIT_ASSIGN_OR_RETURN(auto c, RdmaConnection::start_connect(loop, ep, o, std::move(on_connect)));
+    return std::unique_ptr<Connection>(std::move(c));
+  }
+};
+
+}  // namespace
+}  // namespace rdma
+
+Transport* rdma_transport() {
+  static rdma::RdmaTransport t;
+  return &t;
+}
+
+}  // namespace conduit::transport

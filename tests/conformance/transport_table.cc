@@ -1,0 +1,94 @@
+#include "transport_table.h"
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+
+#include "conduit/base/fd.h"
+#include "conduit/transport/connection.h"
+
+namespace conduit::conformance {
+namespace {
+
+std::string unique_name() {
+  static std::atomic<unsigned> n{0};
+  return "conformance-" + std::to_string(::getpid()) + "-" + std::to_string(n.fetch_add(1));
+}
+
+std::string tcp4_url(std::string*) { return "tcp://127.0.0.1:0"; }
+
+std::string tcp6_url(std::string* why) {
+  // Containers often run without IPv6; probe ::1 rather than assume it.
+  UniqueFd fd(::socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in6 a{};
+  a.sin6_family = AF_INET6;
+  a.sin6_addr = in6addr_loopback;
+  if (!fd || ::bind(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    *why = "IPv6 loopback (::1) is not available here";
+    return "";
+  }
+  return "tcp://[::1]:0";
+}
+
+std::string shm_url(std::string*) { return "shm://" + unique_name(); }
+std::string shm_busy_url(std::string*) { return "shm://" + unique_name() + "?busy_poll_us=50"; }
+// The smallest ring: every test wraps it many times and meets back-pressure constantly.
+std::string shm_ring4k_url(std::string*) { return "shm://" + unique_name() + "?ring=4096"; }
+
+// RDMA needs an address on an RDMA-capable netdev; the Soft-RoCE testbed provides one
+// (inside its guest, on a veth that reaches nothing outside) through CONDUIT_RDMA_ADDR.
+std::string rdma_address(std::string* why) {
+  const char* addr = std::getenv("CONDUIT_RDMA_ADDR");
+  if (addr == nullptr || *addr == '\0') {
+    *why = "CONDUIT_RDMA_ADDR is unset (run the rdma-labelled tests in the testbed: testbed/run ctest -L rdma)";
+    return "";
+  }
+  const std::string a = addr;
+  return (a.find(':') != std::string::npos ? "[" + a + "]" : a) + ":0";
+}
+std::string rdma_url(std::string* why) {
+  const std::string a = rdma_address(why);
+  return a.empty() ? "" : "rdma://" + a;
+}
+
+// auto:// on loopback: with no RDMA device here it must fall back to TCP transparently.
+std::string auto_loopback_url(std::string*) { return "auto://127.0.0.1:0"; }
+std::string auto_rdma_url(std::string* why) {
+  const std::string a = rdma_address(why);
+  return a.empty() ? "" : "auto://" + a;
+}
+
+}  // namespace
+
+const std::vector<TransportCase>& transport_table() {
+  static const std::vector<TransportCase> table = {
+      // name        scheme  listen URL     connect options     label   ip addresses
+      {"tcp", "tcp", tcp4_url, "", "", true},
+      {"tcp6", "tcp", tcp6_url, "", "", true},
+      {"shm", "shm", shm_url, "", "", false},
+      {"shm_busy", "shm", shm_busy_url, "busy_poll_us=50", "", false},
+      {"shm_ring4k", "shm", shm_ring4k_url, "", "", false},
+      {"auto", "auto", auto_loopback_url, "", "", true},
+      {"rdma", "rdma", rdma_url, "", "rdma", true},
+      {"auto_rdma", "auto", auto_rdma_url, "", "rdma", true},
+  };
+  return table;
+}
+
+void PrintTo(const TransportCase& c, std::ostream* os) {
+  *os << c.name << " (" << c.scheme << (c.label.empty() ? "" : ", label " + c.label) << ")";
+}
+
+std::vector<TransportCase> registered_cases(std::string_view label) {
+  std::vector<TransportCase> out;
+  for (const TransportCase& c : transport_table())
+    if (c.label == label && transport::find_transport(c.scheme) != nullptr) out.push_back(c);
+  return out;
+}
+
+std::vector<std::string> known_schemes() { return {"tcp", "shm", "rdma", "auto"}; }
+
+}  // namespace conduit::conformance

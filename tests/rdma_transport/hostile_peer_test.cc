@@ -1,0 +1,234 @@
+// Hostile peers: a raw verbs client (not Conduit's transport) connects to a Conduit RDMA
+// listener and breaks the protocol.  The server must close that connection with a
+// protocol error while a well-behaved connection on the same loop carries on.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstring>
+#include <thread>
+
+#include "conduit/base/clock.h"
+#include "conduit/transport/connection.h"
+#include "rdma/protocol.h"
+#include "rdma_env.h"
+
+namespace conduit::transport {
+namespace {
+
+using namespace conduit::verbs;
+using rdma::CtrlMsg;
+using rdma::kCtrlSize;
+using reactor::EventLoop;
+constexpr uint64_t kMs = 1'000'000;
+
+// A minimal Valkey-protocol client written directly against the verbs layer.
+struct RawPeer {
+  std::shared_ptr<EventChannel> ch;
+  std::unique_ptr<CmId> id;
+  std::shared_ptr<ProtectionDomain> pd;
+  std::shared_ptr<CompletionQueue> cq;
+  std::unique_ptr<RegisteredBuffer> ctrl;  // 16 recv slots, then 16 send slots
+  std::unique_ptr<RegisteredBuffer> data;
+  CtrlMsg server_xfer;
+  int sends = 0;
+
+  Status connect(const std::string& host, uint16_t port) {
+    CONDUIT_ASSIGN_OR_RETURN(ch, EventChannel::create());
+    CONDUIT_ASSIGN_OR_RETURN(id, CmId::create(ch));
+    CONDUIT_ASSIGN_OR_RETURN(SocketAddress dst, SocketAddress::resolve(host, port));
+    CONDUIT_RETURN_IF_ERROR(id->resolve_addr(dst, 2000));
+    CONDUIT_ASSIGN_OR_RETURN(CmEvent e1, CmId::expect_event(ch, RDMA_CM_EVENT_ADDR_RESOLVED, 5000));
+    CONDUIT_RETURN_IF_ERROR(id->resolve_route(2000));
+    CONDUIT_ASSIGN_OR_RETURN(CmEvent e2, CmId::expect_event(ch, RDMA_CM_EVENT_ROUTE_RESOLVED, 5000));
+    CONDUIT_ASSIGN_OR_RETURN(pd, ProtectionDomain::create(id->context()));
+    CONDUIT_ASSIGN_OR_RETURN(cq, CompletionQueue::create(id->context(), 128));
+    QpOptions o;
+    o.max_send_wr = 32;
+    o.max_recv_wr = 32;
+    CONDUIT_ASSIGN_OR_RETURN(QueuePair * qp, id->create_qp(pd, cq, cq, o));
+    CONDUIT_ASSIGN_OR_RETURN(auto c, RegisteredBuffer::create(pd, 32 * kCtrlSize, kLocalOnly));
+    ctrl = std::make_unique<RegisteredBuffer>(std::move(c));
+    CONDUIT_ASSIGN_OR_RETURN(auto d, RegisteredBuffer::create(pd, 1 << 20, kRemoteAll));
+    data = std::make_unique<RegisteredBuffer>(std::move(d));
+    for (uint32_t i = 0; i < 16; ++i) CONDUIT_RETURN_IF_ERROR(post_recv(i));
+    (void)qp;
+    CONDUIT_RETURN_IF_ERROR(id->connect({}, 1, 1, 7));
+    CONDUIT_ASSIGN_OR_RETURN(CmEvent e3, CmId::expect_event(ch, RDMA_CM_EVENT_ESTABLISHED, 5000));
+    // The server advertises its RX buffer first thing.
+    CONDUIT_ASSIGN_OR_RETURN(server_xfer, recv_ctrl(5000));
+    if (server_xfer.opcode != static_cast<uint16_t>(rdma::Opcode::kRegisterXferMemory))
+      return Status(Code::kProtocolError, "expected RegisterXferMemory, got " + server_xfer.to_string());
+    return {};
+  }
+  Status post_recv(uint32_t slot) {
+    ibv_sge sge = ctrl->sge(slot * kCtrlSize, kCtrlSize);
+    RecvWr wr = RecvWr::make(&sge, 1, slot);
+    return id->qp()->post_recv(wr);
+  }
+  Result<CtrlMsg> recv_ctrl(int timeout_ms) {
+    const uint64_t deadline = monotonic_ns() + static_cast<uint64_t>(timeout_ms) * kMs;
+    Completion wc[1];
+    while (monotonic_ns() < deadline) {
+      CONDUIT_ASSIGN_OR_RETURN(int n, cq->poll(wc));
+      if (n == 0) continue;
+      if (!wc[0].ok()) return wc[0].as_status();
+      if (wc[0].opcode != IBV_WC_RECV) continue;  // our own send completions
+      auto m = CtrlMsg::decode(ctrl->data() + wc[0].wr_id * kCtrlSize, wc[0].byte_len);
+      CONDUIT_RETURN_IF_ERROR(post_recv(static_cast<uint32_t>(wc[0].wr_id)));
+      return m;
+    }
+    return Status(Code::kTimedOut, "no control message");
+  }
+  Status send_bytes(const uint8_t* bytes, uint32_t len) {
+    const size_t off = (16 + (sends++ % 16)) * kCtrlSize;
+    std::memcpy(ctrl->data() + off, bytes, len);
+    ibv_sge sge = ctrl->sge(off, len);
+    SendWr wr = SendWr::send(&sge, 1).signaled();
+    return id->qp()->post_send(wr);
+  }
+  Status send_ctrl(const CtrlMsg& m) {
+    uint8_t b[kCtrlSize];
+    m.encode(b);
+    return send_bytes(b, kCtrlSize);
+  }
+  Status write_imm(uint32_t len, uint32_t imm) {
+    ibv_sge sge = data->sge(0, len);
+    SendWr wr = SendWr::write_imm(&sge, 1, server_xfer.addr, server_xfer.rkey, imm).signaled();
+    return id->qp()->post_send(wr);
+  }
+  // True once the server has disconnected us.
+  bool disconnected(int timeout_ms) {
+    auto ev = CmId::next_event(ch, timeout_ms);
+    return ev.ok() && ev->type == RDMA_CM_EVENT_DISCONNECTED;
+  }
+};
+
+class HostilePeer : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    CONDUIT_OPEN_DEVICE_OR_SKIP(ctx);
+    (void)ctx;
+    CONDUIT_REQUIRE_ADDR_OR_SKIP(a);
+    addr_ = a;
+    auto l = EventLoop::create();
+    ASSERT_TRUE(l.ok());
+    loop_ = std::move(*l);
+    auto lst = listen(*loop_, "rdma://" + addr_ + ":0?keepalive_ms=200&keepalive_timeout_ms=1000",
+                      [this](std::unique_ptr<Connection> c) { accepted_.push_back(std::move(c)); });
+    ASSERT_TRUE(lst.ok()) << lst.status().to_string();
+    listener_ = std::move(*lst);
+    port_ = static_cast<uint16_t>(std::stoi(listener_->url().substr(listener_->url().rfind(':') + 1)));
+    // A well-behaved Conduit client that must keep working throughout.
+    auto c = connect(*loop_, listener_->url(), [this](Connection&, Status s) { good_status_ = s; });
+    ASSERT_TRUE(c.ok());
+    good_ = std::move(*c);
+    ASSERT_TRUE(run_until([&] { return accepted_.size() == 1 && good_status_.ok(); }));
+  }
+
+  template <typename Pred>
+  bool run_until(Pred pred, int timeout_ms = 15000) {
+    const uint64_t deadline = monotonic_ns() + static_cast<uint64_t>(timeout_ms) * kMs;
+    while (!pred() && monotonic_ns() < deadline)
+      if (!loop_->run_once(5).ok()) return false;
+    return pred();
+  }
+
+  // Runs `attack` on a thread against a fresh raw connection, and checks the outcome.
+  void expect_protocol_error(const std::function<Status(RawPeer&)>& attack, const std::string& what) {
+    std::atomic<int> phase{0};
+    Status attack_status;
+    bool peer_disconnected = false;
+    std::thread t([&] {
+      RawPeer peer;
+      Status s = peer.connect(addr_, port_);
+      if (s.ok()) {
+        phase = 1;
+        s = attack(peer);
+      }
+      attack_status = s;
+      phase = 2;
+      if (s.ok()) peer_disconnected = peer.disconnected(15000);
+      phase = 3;
+    });
+    ASSERT_TRUE(run_until([&] { return phase >= 1 || phase == 2; })) << "raw peer could not connect";
+    ASSERT_TRUE(run_until([&] { return phase >= 2; }));
+    ASSERT_TRUE(attack_status.ok()) << attack_status.to_string();
+    ASSERT_TRUE(run_until([&] { return accepted_.size() == 2 && accepted_[1]->state() == ConnState::kError; }))
+        << what << ": server connection state "
+        << (accepted_.size() == 2 ? std::string(conn_state_name(accepted_[1]->state())) : "not accepted");
+    EXPECT_EQ(accepted_[1]->error().code(), Code::kProtocolError) << accepted_[1]->error().to_string();
+    ASSERT_TRUE(run_until([&] { return phase == 3; }));
+    t.join();
+    EXPECT_TRUE(peer_disconnected) << what << ": the hostile peer was not disconnected";
+    // The good connection still round-trips.
+    std::string echo;
+    accepted_[0]->set_read_handler([](Connection& c) {
+      uint8_t buf[64];
+      auto n = c.read(buf);
+      if (n.ok() && *n > 0) (void)c.write(std::span(buf, *n));
+    });
+    good_->set_read_handler([&](Connection& c) {
+      uint8_t buf[64];
+      auto n = c.read(buf);
+      if (n.ok()) echo.append(reinterpret_cast<char*>(buf), *n);
+    });
+    bool sent = false;
+    ASSERT_TRUE(run_until([&] {
+      if (!sent) sent = good_->write(std::span(reinterpret_cast<const uint8_t*>("ping"), 4)).ok();
+      return echo == "ping";
+    })) << what << ": the well-behaved connection stopped working";
+  }
+
+  std::string addr_;
+  uint16_t port_ = 0;
+  std::unique_ptr<EventLoop> loop_;
+  std::unique_ptr<Listener> listener_;
+  std::vector<std::unique_ptr<Connection>> accepted_;
+  std::unique_ptr<Connection> good_;
+  Status good_status_ = Status(Code::kInProgress, "");
+};
+
+TEST_F(HostilePeer, UnknownOpcode) {
+  expect_protocol_error([](RawPeer& p) {
+    CtrlMsg m;
+    m.opcode = 0x7777;
+    uint8_t b[kCtrlSize] = {};
+    b[0] = 0x77;
+    b[1] = 0x77;
+    (void)m;
+    return p.send_bytes(b, kCtrlSize);
+  }, "unknown opcode");
+}
+
+TEST_F(HostilePeer, ShortControlMessage) {
+  expect_protocol_error([](RawPeer& p) {
+    uint8_t b[kCtrlSize] = {};
+    b[1] = 2;  // a keepalive, but only 16 bytes of it
+    return p.send_bytes(b, 16);
+  }, "short control message");
+}
+
+TEST_F(HostilePeer, RegisterXferMemoryOutOfRange) {
+  expect_protocol_error([](RawPeer& p) {
+    return p.send_ctrl(CtrlMsg::register_xfer(p.data->mr().addr(), 100, p.data->mr().rkey()));
+  }, "RegisterXferMemory length 100");
+}
+
+TEST_F(HostilePeer, ImmLargerThanTheGrantedSpace) {
+  expect_protocol_error([](RawPeer& p) { return p.write_imm(64, p.server_xfer.length + 1); },
+                        "imm beyond the buffer");
+}
+
+TEST_F(HostilePeer, UnsupportedFeatureSelection) {
+  expect_protocol_error([](RawPeer& p) {
+    return p.send_ctrl(CtrlMsg::feature(rdma::Opcode::kSetClientFeature, 1ull << 63));
+  }, "unsupported feature bits");
+}
+
+TEST_F(HostilePeer, KeepaliveSilence) {
+  // The peer shows it speaks keepalive, then goes silent past the 1 s timeout.
+  expect_protocol_error([](RawPeer& p) { return p.send_ctrl(CtrlMsg::keepalive()); }, "keepalive silence");
+}
+
+}  // namespace
+}  // namespace conduit::transport

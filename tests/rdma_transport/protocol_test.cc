@@ -1,0 +1,67 @@
+#include "rdma/protocol.h"
+
+#include <gtest/gtest.h>
+
+namespace conduit::transport::rdma {
+namespace {
+
+TEST(RdmaProtocol, RegisterXferMemoryLayoutMatchesValkey) {
+  uint8_t b[kCtrlSize];
+  CtrlMsg::register_xfer(0x0102030405060708ull, 1 << 20, 0xaabbccdd).encode(b);
+  EXPECT_EQ(b[0], 0);
+  EXPECT_EQ(b[1], 3);  // opcode, big-endian
+  for (int i = 2; i < 16; ++i) EXPECT_EQ(b[i], 0) << i;
+  EXPECT_EQ(b[16], 0x01);
+  EXPECT_EQ(b[23], 0x08);
+  EXPECT_EQ(b[24], 0x00);
+  EXPECT_EQ(b[25], 0x10);  // 1 MiB = 0x00100000
+  EXPECT_EQ(b[28], 0xaa);
+  EXPECT_EQ(b[31], 0xdd);
+  auto m = CtrlMsg::decode(b, kCtrlSize);
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  EXPECT_EQ(m->addr, 0x0102030405060708ull);
+  EXPECT_EQ(m->length, 1u << 20);
+  EXPECT_EQ(m->rkey, 0xaabbccddu);
+}
+
+TEST(RdmaProtocol, FeatureLayout) {
+  uint8_t b[kCtrlSize];
+  CtrlMsg f = CtrlMsg::feature(Opcode::kSetClientFeature, 0x8000000000000001ull);
+  f.select = 2;
+  f.encode(b);
+  EXPECT_EQ(b[1], 1);
+  EXPECT_EQ(b[3], 2);
+  EXPECT_EQ(b[24], 0x80);
+  EXPECT_EQ(b[31], 0x01);
+  auto m = CtrlMsg::decode(b, kCtrlSize);
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->select, 2);
+  EXPECT_EQ(m->features, 0x8000000000000001ull);
+}
+
+TEST(RdmaProtocol, KeepaliveIsOpcodeTwoAndZeros) {
+  uint8_t b[kCtrlSize];
+  CtrlMsg::keepalive().encode(b);
+  EXPECT_EQ(b[1], 2);
+  for (int i = 2; i < 32; ++i) EXPECT_EQ(b[i], 0);
+}
+
+TEST(RdmaProtocol, RejectsMalformedMessages) {
+  uint8_t b[kCtrlSize] = {};
+  b[1] = 9;
+  EXPECT_EQ(CtrlMsg::decode(b, kCtrlSize).status().code(), Code::kProtocolError);
+  CtrlMsg::keepalive().encode(b);
+  EXPECT_EQ(CtrlMsg::decode(b, 16).status().code(), Code::kProtocolError);
+  EXPECT_EQ(CtrlMsg::decode(b, 33).status().code(), Code::kProtocolError);
+  CtrlMsg::register_xfer(0x1000, 100, 1).encode(b);
+  EXPECT_EQ(CtrlMsg::decode(b, kCtrlSize).status().code(), Code::kProtocolError);
+  CtrlMsg::register_xfer(0x1000, (16u << 20) + 1, 1).encode(b);
+  EXPECT_EQ(CtrlMsg::decode(b, kCtrlSize).status().code(), Code::kProtocolError);
+  CtrlMsg::register_xfer(0, 1u << 20, 1).encode(b);
+  EXPECT_EQ(CtrlMsg::decode(b, kCtrlSize).status().code(), Code::kProtocolError);
+  CtrlMsg::register_xfer(0x1000, 64 * 1024, 1).encode(b);
+  EXPECT_TRUE(CtrlMsg::decode(b, kCtrlSize).ok());
+}
+
+}  // namespace
+}  // namespace conduit::transport::rdma
