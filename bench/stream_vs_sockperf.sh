@@ -109,16 +109,21 @@ mkdir -p "$out"
 
 # ---- process hygiene: we only ever stop the servers we started, by pid --------------------
 servers=()
-cleanup() {
-	local p
-	for p in "${servers[@]}"; do kill "$p" 2>/dev/null || true; done
-	for p in "${servers[@]}"; do wait "$p" 2>/dev/null || true; done
-}
-trap cleanup EXIT
-stop_server() {
+stop_server() {  # SIGTERM, then SIGKILL after 2 s (a sockperf server blocked in recv may linger)
+	local _
 	kill "$1" 2>/dev/null || true
+	for _ in $(seq 40); do
+		kill -0 "$1" 2>/dev/null || break
+		sleep 0.05
+	done
+	kill -9 "$1" 2>/dev/null || true
 	wait "$1" 2>/dev/null || true
 }
+cleanup() {
+	local p
+	for p in "${servers[@]}"; do stop_server "$p"; done
+}
+trap cleanup EXIT
 
 free_port() {  # a TCP port nobody listens on, picked at random in 20000-39999
 	local p _
@@ -181,22 +186,21 @@ run_sockperf() {  # run_sockperf SIZE REP: default mode, then epoll mode
 	fi
 }
 
-conduit_server() {  # conduit_server URL LOG: starts a one-session server, echoes its pid
+server_pid=
+conduit_server() {  # conduit_server URL LOG: starts a one-session server; its pid in server_pid
 	"${srv_pin[@]}" "$bench" stream --server "$1" --sessions 1 --timeout 30 >"$2" 2>&1 &
-	local pid=$!
-	servers+=("$pid")
-	if ! wait_for "$2" "listening on" "$pid"; then
-		stop_server "$pid"
+	server_pid=$!
+	servers+=("$server_pid")
+	if ! wait_for "$2" "listening on" "$server_pid"; then
+		stop_server "$server_pid"
 		return 1
 	fi
-	echo "$pid"
 }
 
 run_conduit() {  # run_conduit NAME URL TEST SIZES SECONDS REP
 	local name=$1 url=$2 test=$3 sizes=$4 secs=$5 rep=$6
 	local json=$out/conduit-$name-$test-rep$rep.json srvlog=$out/conduit-$name-$test-rep$rep.server.log
-	local pid
-	if ! pid=$(conduit_server "$url" "$srvlog"); then
+	if ! conduit_server "$url" "$srvlog"; then
 		note_failure "conduit-bench server $url (see $srvlog)"
 		return
 	fi
@@ -206,7 +210,12 @@ run_conduit() {  # run_conduit NAME URL TEST SIZES SECONDS REP
 		-s "$sizes" -D "$secs" -w 0.3 --json --no-progress >"$json" 2>"$json.stderr"; then
 		note_failure "conduit-bench $name $test (see $json.stderr)"
 	fi
-	wait "$pid" 2>/dev/null || true
+	local _
+	for _ in $(seq 40); do  # it exits by itself after the session: give it 2 s, then stop it
+		kill -0 "$server_pid" 2>/dev/null || break
+		sleep 0.05
+	done
+	stop_server "$server_pid"
 }
 
 run_memcpy() {  # run_memcpy SIZE REP

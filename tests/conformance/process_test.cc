@@ -125,6 +125,11 @@ TEST_P(Conformance, PeerKilledWhileWeWriteGivesWriterAnErrorAndNoFdLeak) {
 // spin the loop (accept fails with EMFILE while the listening socket stays readable: the
 // classic busy loop).  Runs in a child: it lowers its own RLIMIT_NOFILE.
 TEST_P(Conformance, ListenerOutOfFdsDoesNotSpinTheLoop) {
+#if defined(__SANITIZE_ADDRESS__)
+  // The sanitizer runtime needs descriptors itself (UBSan's vptr check probes memory through
+  // a pipe): with none left it reports false "invalid vptr" errors.
+  GTEST_SKIP() << "not meaningful under sanitizers (their runtime needs free descriptors)";
+#endif
   const std::string url = listen_url();
   const std::string options = tc().connect_options;
   conduit::testing::ChildProcess child([&](int) -> int {
@@ -155,11 +160,11 @@ TEST_P(Conformance, ListenerOutOfFdsDoesNotSpinTheLoop) {
     const uint64_t end = monotonic_ns() + 300'000'000ull;
     while (monotonic_ns() < end) (void)l.run_once(10);
     const uint64_t spins = l.iterations() - it0;  // idle: ~30 (10 ms waits)
-    return spins < 1000 ? 0 : 1;
+    return spins < 1000 ? 0 : 41;
   });
   ASSERT_TRUE(child.started());
   const int rc = child.wait(10000);
-  EXPECT_EQ(rc, 0) << (rc == 1    ? "the loop spun (>1000 iterations in 300 ms) on a listener that cannot accept"
+  EXPECT_EQ(rc, 0) << (rc == 41   ? "the loop spun (>1000 iterations in 300 ms) on a listener that cannot accept"
                        : rc == -1 ? "child hung or crashed"
                                   : "child setup failed, code " + std::to_string(rc));
 }

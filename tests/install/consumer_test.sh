@@ -13,18 +13,20 @@ mkdir -p "$work"
 test -f "$work/prefix/include/conduit/verbs/verbs.h"
 test -f "$work/prefix/lib/cmake/conduit/conduitConfig.cmake" || test -f "$work/prefix/lib64/cmake/conduit/conduitConfig.cmake"
 
+# The installed libraries may carry sanitizer instrumentation (a CONDUIT_SANITIZE build);
+# then the consumer must link the sanitizer runtimes too.
+extra=()
+syms=$(nm "$work/prefix"/lib*/libconduit_base.a 2>/dev/null || true)
+if [[ $syms == *__asan_* ]]; then
+  extra=(-fsanitize=address,undefined)
+fi
 "$cmake" -S "$here/consumer" -B "$work/cmake-build" -DCMAKE_PREFIX_PATH="$work/prefix" \
-  -DCMAKE_CXX_COMPILER="$cxx" >"$work/configure.log"
+  -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_EXE_LINKER_FLAGS="${extra[*]}" >"$work/configure.log"
 "$cmake" --build "$work/cmake-build" >"$work/build.log"
 "$work/cmake-build/consumer" | tee "$work/run-cmake.log"
 grep -q "consumer ok" "$work/run-cmake.log"
 
 pcdir=$(dirname "$(find "$work/prefix" -name conduit.pc | head -n1)")
-# The installed libraries may carry sanitizer instrumentation; link the runtime if so.
-extra=()
-if nm -C "$work/prefix"/lib*/libconduit_base.a 2>/dev/null | grep -q __asan_; then
-  extra=(-fsanitize=address,undefined)
-fi
 # shellcheck disable=SC2046
 "$cxx" -std=c++20 "${extra[@]}" "$here/consumer/main.cc" -o "$work/consumer-pc" \
   $(PKG_CONFIG_PATH="$pcdir" pkg-config --cflags --libs --static conduit)
