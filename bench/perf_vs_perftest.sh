@@ -29,7 +29,8 @@
 #                     invocation writes DIR/perf_vs_perftest-<date>/
 #   -h, --help        this text
 # The conduit-perf binary is $CONDUIT_PERF (default build/tools/perf/conduit-perf, relative
-# to the repository).
+# to the repository).  On the host the guest is killed after $CONDUIT_BENCH_GUEST_TIMEOUT
+# seconds (default 3600), a guard against hangs only: every run is bounded by timeout(1).
 #
 # Fairness: both tools run with perftest's defaults on rxe: tx depth 128 (bw) / 1 (lat),
 # CQ moderation 100 (1 for bandwidth sizes over 8 KiB), no inline data (perftest turns
@@ -89,7 +90,7 @@ if [[ -z ${CONDUIT_IN_TESTBED:-} ]]; then
 	results_root=$(realpath -m -- "$results_root")
 	export CONDUIT_BENCH_RESULTS=$results_root
 	echo "perf_vs_perftest: starting the testbed guest (results under $results_root)" >&2
-	exec "$REPO/testbed/run" --timeout "${CONDUIT_BENCH_GUEST_TIMEOUT:-1500}" -- \
+	exec "$REPO/testbed/run" --timeout "${CONDUIT_BENCH_GUEST_TIMEOUT:-3600}" -- \
 		"$REPO/bench/perf_vs_perftest.sh" "${orig_args[@]}"
 fi
 

@@ -1,6 +1,6 @@
 // write_bw, read_bw, send_bw: the client keeps tx-depth operations of one size in flight,
-// signalling one in cq_mod (SignalTracker), and posts whatever room the completions free as
-// one chain (one doorbell).  The server of write_bw/read_bw is passive; the send_bw server
+// signalling one in cq_mod (SignalTracker), and posts the room the completions free in
+// chains of Options::post_batch() WRs (one doorbell each).  The server of write_bw/read_bw is passive; the send_bw server
 // keeps its receives posted and counts them.
 #include <algorithm>
 #include <optional>
@@ -42,6 +42,7 @@ Status bw_client(Session& s, const RowSpec& row, RowResult* out) {
   const bool duration = o.duration_mode();
   const uint64_t iters = duration ? UINT64_MAX : o.iters;
   const bool peak = o.measure_peak();
+  const uint32_t per_post = o.post_batch(size);
 
   // Every WR reads or writes the same bytes (one buffer per side, as perftest).
   ibv_sge sge{s.buf_addr(), size, s.lkey()};
@@ -75,7 +76,7 @@ Status bw_client(Session& s, const RowSpec& row, RowResult* out) {
     }
 
     uint64_t room = posting ? std::min<uint64_t>(tracker.available(), iters - posted) : 0;
-    if (o.post_list > 0) room = std::min<uint64_t>(room, o.post_list);
+    room = std::min<uint64_t>(room, per_post);
     if (room > 0) {
       chain.clear();
       for (uint64_t k = 0; k < room; ++k) {

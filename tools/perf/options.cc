@@ -175,10 +175,9 @@ std::optional<int> parse_options(int argc, char** argv, Options* out) {
                              "220 write_lat, 236 send_lat, else 0; ignored by read/atomic)")
                   ->check(CLI::Range(0u, 912u));
   app.add_option("-l,--post-list", o.post_list,
-                 "Bandwidth tests: post at most N work requests per doorbell (0: all the free "
-                 "send-queue room at once)")
-      ->capture_default_str()
-      ->check(CLI::Range(0u, 15000u));
+                 "Bandwidth tests: post at most N work requests per doorbell (default: about 8 KiB "
+                 "worth, at least 1)")
+      ->check(CLI::Range(1u, 15000u));
   auto* all = app.add_flag("-a,--all", o.all_sizes, "Run all sizes 2 B .. 8 MiB (powers of two)");
   app.add_flag("-F,--CPU-freq", ignored_cpu_freq, "Accepted for perftest compatibility; ignored");
   app.add_flag("--json", o.json, "Print results as one JSON object on stdout instead of the tables");

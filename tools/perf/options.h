@@ -58,7 +58,7 @@ struct Options {
   uint32_t rx_depth = 0;    // receives kept posted by a side that receives SENDs
   uint32_t cq_mod = 0;      // signal one send WR in cq_mod (bandwidth and send_lat loops)
   uint32_t inline_size = 0; // WRITE/SEND payloads up to this size go inline
-  uint32_t post_list = 0;   // bandwidth loops: most WRs per post call (0: all there is room for)
+  uint32_t post_list = 0;   // bandwidth loops: most WRs per post call (0: auto, see post_batch())
   bool json = false;
   uint32_t timeout_s = 60;
 
@@ -71,6 +71,14 @@ struct Options {
   // Send-queue slots the data loops may fill: at least cq_mod, so that selective signalling
   // always has a signalled WR in the queue (the QP gets a few more for control messages).
   uint32_t sq_depth() const { return tx_depth > cq_mod ? tx_depth : cq_mod; }
+  // Bandwidth loops: how many WRs of `bytes` bytes one post call (one doorbell) may carry.
+  // Auto: about 8 KiB worth.  On Soft-RoCE a doorbell costs a system call, so small
+  // messages gain a lot from chains, while long chains of big messages measured slower
+  // than posting them one by one (as perftest does).
+  uint32_t post_batch(uint32_t bytes) const {
+    if (post_list > 0) return post_list;
+    return bytes >= 8192 ? 1 : 8192 / bytes;
+  }
   // The largest message this run sends.
   uint32_t max_size() const { return all_sizes ? kMaxSize : size; }
   // Duration-mode warm-up and cool-down: perftest's default margin, duration/4 (whole seconds).

@@ -49,16 +49,19 @@ uint64_t deadline_in(double seconds) { return monotonic_ns() + static_cast<uint6
 // ---------------------------------------------------------------------------------------
 // Watchdog
 
+Watchdog::Watchdog(Session& session, uint64_t deadline_ns, const char* what)
+    : session_(&session),
+      deadline_ns_(deadline_ns),
+      check_interval_tsc_(static_cast<uint64_t>(Tsc::cycles_per_us() * 10'000)),  // 10 ms
+      what_(what) {}
+
 bool Watchdog::check() {
-  const uint64_t now = monotonic_ns();
-  if (now >= next_cm_check_ns_) {
-    next_cm_check_ns_ = now + 10'000'000;
-    if (Status s = session_->check_peer(); !s.ok()) {
-      status_ = s.annotate(what_);
-      return true;
-    }
+  next_check_tsc_ = read_tsc() + check_interval_tsc_;
+  if (Status s = session_->check_peer(); !s.ok()) {
+    status_ = s.annotate(what_);
+    return true;
   }
-  if (now >= deadline_ns_) {
+  if (monotonic_ns() >= deadline_ns_) {
     const Options& o = session_->opts();
     status_ = Status(Code::kTimedOut, std::string(what_) + ": not done within --timeout " +
                                           std::to_string(o.timeout_s) + " s" +
