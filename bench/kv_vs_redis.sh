@@ -1,0 +1,163 @@
+#!/usr/bin/env bash
+# conduit-kv vs Debian's redis-server under Debian's redis-benchmark (issue 5, section 8,
+# host part), plus conduit-kv-bench over shared memory.
+#
+#   bench/kv_vs_redis.sh [--build DIR] [--rounds N] [--scale F] [--no-pin] [--out FILE]
+#
+# Both servers run with persistence off, bound to 127.0.0.1.  Every cell (-c 1/50, -P 1/16,
+# -d 3/1024, tests set,get) runs against both servers in alternating order, --rounds times;
+# the table shows medians.  This machine is shared and noisy: only ratios measured in the
+# same run mean anything.  By default the servers are pinned to CPU 0 and the load
+# generators to CPU 1 (taskset), identically for both.  Targets:
+#   TCP: conduit-kv rps >= 1.0x redis-server's and p50 <= redis-server's, in every cell
+#   shm: conduit-kv-bench over shm >= 2x conduit-kv-bench over tcp at -c 1
+# Runtime: about 4 minutes with the defaults (bounded by --scale and --rounds; each
+# redis-benchmark run is also killed after 60 s).  Exit status 0 whether or not targets
+# are met (it is a measurement); 1 if something failed to run.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")/.." && pwd)
+build=""
+rounds=3
+scale=1
+pin=1
+out=""
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --build) build=$2; shift 2 ;;
+    --rounds) rounds=$2; shift 2 ;;
+    --scale) scale=$2; shift 2 ;;
+    --no-pin) pin=0; shift ;;
+    --out) out=$2; shift 2 ;;
+    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    *) echo "unknown option $1" >&2; exit 2 ;;
+  esac
+done
+if [[ -z $build ]]; then
+  for d in build-kv build; do
+    [[ -x $here/$d/tools/kv/conduit-kv ]] && build=$here/$d && break
+  done
+fi
+KV=$build/tools/kv/conduit-kv
+BENCH=$build/tools/kv/conduit-kv-bench
+[[ -x $KV && -x $BENCH ]] || { echo "conduit-kv not built (looked in ${build:-build-kv, build}); build first" >&2; exit 1; }
+for t in redis-server redis-benchmark redis-cli python3; do
+  command -v $t >/dev/null || { echo "$t not found: apt-get install redis-server redis-tools python3" >&2; exit 1; }
+done
+
+SRV_CPU=""; CLI_CPU=""
+if [[ $pin == 1 ]] && command -v taskset >/dev/null && [[ $(nproc) -ge 2 ]]; then
+  SRV_CPU="taskset -c 0"; CLI_CPU="taskset -c 1"
+fi
+
+work=$(mktemp -d /tmp/kv-vs-redis-XXXXXX)
+shm="kv-bench-$$"
+rpid=""; kpid=""
+cleanup() {
+  [[ -n $rpid ]] && kill "$rpid" 2>/dev/null || true
+  [[ -n $kpid ]] && kill "$kpid" 2>/dev/null || true
+  wait 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+rport=$(free_port)
+$SRV_CPU redis-server --port "$rport" --bind 127.0.0.1 --save '' --appendonly no --dir "$work" \
+  --logfile "$work/redis.log" >/dev/null &
+rpid=$!
+$SRV_CPU "$KV" --port 0 --shm-name "$shm" --appendonly no --loglevel warning 2>"$work/kv.log" &
+kpid=$!
+kport=""
+for _ in $(seq 100); do
+  kport=$(sed -n 's/.*connections on tcp:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$work/kv.log")
+  [[ -n $kport ]] && redis-cli -p "$rport" ping >/dev/null 2>&1 && break
+  sleep 0.1
+done
+[[ -n $kport ]] || { echo "conduit-kv did not start:"; cat "$work/kv.log"; exit 1; }
+redis-cli -p "$rport" ping >/dev/null || { echo "redis-server did not start"; exit 1; }
+
+rver=$(redis-server --version | awk '{print $3}' | cut -d= -f2)
+echo "kv_vs_redis: redis-server $rver on :$rport, conduit-kv on :$kport and shm://$shm"
+echo "  host: $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg), pinning: ${SRV_CPU:+servers cpu0, clients cpu1}${SRV_CPU:-off}, rounds $rounds"
+
+results=$work/results.csv
+echo "round,server,clients,pipeline,size,test,rps,p50" > "$results"
+
+# requests per run, sized for ~1-2 s each on this class of machine
+requests() {  # clients pipeline
+  local n
+  case "$1/$2" in
+    1/1) n=20000 ;; 1/16) n=150000 ;; 50/1) n=60000 ;; *) n=600000 ;;
+  esac
+  python3 -c "print(max(1000, int($n * $scale)))"
+}
+
+run_rb() {  # round server port c P d
+  local n; n=$(requests "$4" "$5")
+  timeout 60 $CLI_CPU redis-benchmark -p "$3" -t set,get -c "$4" -P "$5" -d "$6" -n "$n" --csv 2>/dev/null |
+    tr -d '\r' | awk -F'","' -v r="$1" -v s="$2" -v c="$4" -v p="$5" -v d="$6" \
+      'NR>1 && NF>=5 { gsub(/"/,"",$1); gsub(/"/,"",$2); print r","s","c","p","d","$1","$2","$5 }' >> "$results"
+}
+
+t0=$(date +%s)
+for ((r = 1; r <= rounds; r++)); do
+  for c in 1 50; do
+    for P in 1 16; do
+      for d in 3 1024; do
+        if (((r + c + P + d) % 2)); then order="redis kv"; else order="kv redis"; fi
+        for s in $order; do
+          if [[ $s == redis ]]; then run_rb "$r" redis "$rport" $c $P $d; else run_rb "$r" conduit-kv "$kport" $c $P $d; fi
+        done
+      done
+    done
+  done
+  # shm vs tcp, same tool (conduit-kv-bench), one client, no pipelining.
+  n=$(requests 1 1)
+  for tr in tcp shm; do
+    if [[ $tr == tcp ]]; then args=(-p "$kport"); else args=(--transport shm --shm-name "$shm"); fi
+    timeout 60 $CLI_CPU "$BENCH" "${args[@]}" -t set,get -c 1 -P 1 -d 3 -n "$n" --csv 2>/dev/null |
+      awk -F'","' -v r="$r" -v s="kv-bench-$tr" \
+        'NR>1 { gsub(/"/,"",$1); gsub(/"/,"",$2); print r","s",1,1,3,"$1","$2","$5 }' >> "$results"
+  done
+  echo "  round $r done ($(($(date +%s) - t0)) s)"
+done
+
+python3 - "$results" "$rver" <<'EOF' | tee "${out:-/dev/null}"
+import csv, statistics, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+def med(server, c, p, d, test, key):
+    v = [float(r[key]) for r in rows if r["server"] == server and r["clients"] == str(c) and r["pipeline"] == str(p)
+         and r["size"] == str(d) and r["test"] == test]
+    return statistics.median(v) if v else None
+print()
+print(f"| cell | test | redis-server {sys.argv[2]} rps | conduit-kv rps | ratio | redis p50 ms | conduit-kv p50 ms | target |")
+print("|---|---|---:|---:|---:|---:|---:|---|")
+passes = misses = 0
+for c in (1, 50):
+    for p in (1, 16):
+        for d in (3, 1024):
+            for test in ("SET", "GET"):
+                rr, kr = med("redis", c, p, d, test, "rps"), med("conduit-kv", c, p, d, test, "rps")
+                rp, kp = med("redis", c, p, d, test, "p50"), med("conduit-kv", c, p, d, test, "p50")
+                if None in (rr, kr, rp, kp):
+                    print(f"| -c {c} -P {p} -d {d} | {test} | - | - | - | - | - | MISSING |"); misses += 1; continue
+                ok = kr >= rr and kp <= rp
+                passes += ok; misses += not ok
+                print(f"| -c {c} -P {p} -d {d} | {test} | {rr:,.0f} | {kr:,.0f} | {kr/rr:.2f}x | {rp:.3f} | {kp:.3f} | {'PASS' if ok else 'MISS'} |")
+print()
+print("| shm vs tcp (conduit-kv-bench, -c 1 -P 1 -d 3) | test | tcp rps | shm rps | ratio | tcp p50 ms | shm p50 ms | target (>= 2x) |")
+print("|---|---|---:|---:|---:|---:|---:|---|")
+for test in ("SET", "GET"):
+    t, s = med("kv-bench-tcp", 1, 1, 3, test, "rps"), med("kv-bench-shm", 1, 1, 3, test, "rps")
+    tp, sp = med("kv-bench-tcp", 1, 1, 3, test, "p50"), med("kv-bench-shm", 1, 1, 3, test, "p50")
+    if None in (t, s):
+        print(f"| shm | {test} | - | - | - | - | - | MISSING |"); misses += 1; continue
+    ok = s >= 2 * t
+    passes += ok; misses += not ok
+    print(f"| shm | {test} | {t:,.0f} | {s:,.0f} | {s/t:.2f}x | {tp:.3f} | {sp:.3f} | {'PASS' if ok else 'MISS'} |")
+print()
+print(f"kv_vs_redis: {passes} targets met, {misses} missed")
+EOF
+if [[ -n $out ]]; then cp "$results" "${out%.*}.csv"; echo "  table in $out, every run in ${out%.*}.csv"; fi
+echo "  total $(($(date +%s) - t0)) s"

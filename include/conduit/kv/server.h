@@ -1,0 +1,111 @@
+// conduit-kv: a Redis-protocol key-value server over any Conduit transport.
+//
+//   auto loop = reactor::EventLoop::create().value();
+//   kv::ServerOptions o;                 // redis-server's defaults: 127.0.0.1:6379, ...
+//   o.port = 0;                          // any free port (listen_urls() tells which)
+//   auto server = kv::Server::create(*loop, o).value();
+//   loop->run();                         // until SHUTDOWN, or loop->stop()
+//
+// Listeners are opened through the transport URL front door (tcp://, shm://, rdma://), so
+// every transport runs the same server code.  Commands run one at a time on the loop
+// thread (with io_threads > 1, on the thread of the connection's loop, under one lock:
+// each command stays atomic).
+//
+// Threading: create(), the destructor and every method run on the loop's thread.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "conduit/base/status.h"
+#include "conduit/kv/resp.h"
+#include "conduit/reactor/event_loop.h"
+
+namespace conduit::kv {
+
+enum class AppendFsync : uint8_t { kAlways, kEverysec, kNo };
+std::string_view appendfsync_name(AppendFsync f);
+bool parse_appendfsync(std::string_view s, AppendFsync* out);
+// Redis' memory values: "100", "1k" (1000), "1kb" (1024), "1m", "1mb", "1g", "1gb".
+bool parse_memory_value(std::string_view s, uint64_t* out);
+
+// Every option has redis-server's name (CONFIG GET/SET use it) and default.
+struct ServerOptions {
+  std::string bind = "127.0.0.1";    // bind: the address of the tcp (and rdma) listeners
+  uint16_t port = 6379;              // port: tcp listener; 0 = pick a free port
+  bool tcp = true;                   // false: no tcp listener at all
+  std::string shm_name;              // shm-name: also listen on shm://<name> ("" = no)
+  uint32_t shm_busy_poll_us = 0;     // shm-busy-poll-us: shm connections spin this long before sleeping
+  int rdma_port = -1;                // rdma-port: also listen on rdma://bind:port (-1 = no, 0 = any)
+  std::vector<std::string> extra_listen;  // more listener URLs, as given
+
+  std::string requirepass;           // requirepass: "" = no password
+  bool protected_mode = true;        // protected-mode: no password => loopback clients only
+  uint32_t maxclients = 10000;       // maxclients
+  uint64_t maxmemory = 0;            // maxmemory in bytes, 0 = no limit (policy: noeviction)
+  uint32_t databases = 16;           // databases
+  uint32_t timeout = 0;              // timeout: close clients idle this many seconds (0 = never)
+  uint32_t hz = 10;                  // hz: cron frequency (active expiry, client checks)
+
+  bool appendonly = false;           // appendonly
+  AppendFsync appendfsync = AppendFsync::kEverysec;  // appendfsync
+  std::string dir = ".";             // dir: where the append-only file lives
+  std::string appendfilename = "appendonly.aof";     // appendfilename
+  bool aof_load_truncated = true;    // aof-load-truncated: drop a torn last record on load
+  // auto-aof-rewrite-percentage / -min-size: rewrite when the file grew this much.
+  uint32_t auto_aof_rewrite_percentage = 100;
+  uint64_t auto_aof_rewrite_min_size = 64ull << 20;
+
+  ProtocolLimits limits;             // proto-max-bulk-len, client-query-buffer-limit, ...
+  // client-output-buffer-limit (normal class): a client whose unsent replies exceed
+  // `hard` bytes is disconnected at once; one above `soft` bytes for `soft_seconds` too.
+  uint64_t output_hard_limit = 256ull << 20;
+  uint64_t output_soft_limit = 64ull << 20;
+  uint32_t output_soft_seconds = 60;
+  // Stop running a client's pipelined commands while this many reply bytes are unsent
+  // (resume when they drain): a client that does not read cannot grow memory unboundedly.
+  uint64_t output_pause_bytes = 1ull << 20;
+  uint32_t io_threads = 1;           // io-threads: reactor threads serving connections
+  std::string logfile;               // informational (CONFIG GET)
+};
+
+struct ServerStats {
+  uint64_t connections_received = 0;
+  uint64_t connected_clients = 0;
+  uint64_t rejected_connections = 0;
+  uint64_t commands_processed = 0;
+  uint64_t expired_keys = 0;
+  uint64_t keyspace_hits = 0, keyspace_misses = 0;
+  uint64_t net_input_bytes = 0, net_output_bytes = 0;
+};
+
+class ServerImpl;
+
+class Server {
+ public:
+  // Loads the append-only file (when appendonly) and opens the listeners.  Fails, with a
+  // message naming the offset, on a corrupt append-only file.
+  static Result<std::unique_ptr<Server>> create(reactor::EventLoop& loop, const ServerOptions& options);
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // URLs a client can connect to, one per listener ("tcp://127.0.0.1:6379", ...).
+  std::vector<std::string> listen_urls() const;
+  // Called (on the loop thread) when a client sends SHUTDOWN; by default stops the loop.
+  void set_shutdown_handler(std::function<void()> fn);
+  // Flushes and fsyncs the append-only file, closes listeners and clients.  Idempotent.
+  void shutdown();
+  ServerStats stats() const;
+  // The INFO text, as a client would get it ("" sections = default set).
+  std::string info(const std::string& section = "") const;
+
+ private:
+  explicit Server(std::unique_ptr<ServerImpl> impl);
+  std::unique_ptr<ServerImpl> impl_;
+};
+
+}  // namespace conduit::kv

@@ -1,0 +1,118 @@
+// The append-only file: every command that changed data, as RESP, in execution order.
+//
+// Writing: feed() appends to a memory buffer; flush() writes it (and fdatasyncs it under
+// appendfsync always) before the replies of those commands are sent, so an acknowledged
+// write is on disk under `always`, in the kernel under `everysec`/`no`.  Under `everysec` a
+// background thread fdatasyncs once a second.
+//
+// Rewriting (BGREWRITEAOF): fork(); the child writes the keyspace as it was at the fork as
+// a minimal command list to a temporary file (copy-on-write gives it a consistent
+// snapshot without stopping the server); the parent keeps serving and, besides the normal
+// appends to the old file, keeps the commands executed since the fork in a rewrite
+// buffer.  When the child succeeds the parent appends that buffer to the new file,
+// fsyncs it and renames it over the old one.  A failed child leaves the old file alone.
+//
+// Loading: load_aof() replays the file through the caller's executor.  A torn last
+// record (a crash in the middle of a write) is dropped with a warning and the file is
+// truncated to the last complete command; anything unparseable before the end, or a
+// command that fails, refuses the load with the offset.
+//
+// Threading: loop thread only (the fsync thread is internal).
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <string_view>
+#include <thread>
+
+#include "conduit/base/fd.h"
+#include "conduit/base/status.h"
+#include "conduit/kv/resp.h"
+#include "conduit/kv/server.h"
+
+namespace conduit::kv {
+
+struct AofLoadResult {
+  uint64_t commands = 0;
+  uint64_t bytes = 0;           // valid bytes (the file's new size if it was truncated)
+  uint64_t truncated_bytes = 0; // torn tail dropped
+};
+
+// exec runs one command and returns OK, or the error the command replied.
+using AofExecutor = std::function<Status(std::span<const std::string_view>)>;
+Result<AofLoadResult> load_aof(const std::string& path, bool allow_truncated_tail, const ProtocolLimits& limits,
+                               const AofExecutor& exec);
+
+class Aof {
+ public:
+  static Result<std::unique_ptr<Aof>> open(const std::string& path, AppendFsync policy);
+  ~Aof();
+  Aof(const Aof&) = delete;
+  Aof& operator=(const Aof&) = delete;
+
+  // Queues one command executed on database `db`.  Cost: one copy of the arguments.
+  void feed(int db, std::span<const std::string_view> args);
+  bool has_pending() const { return !buf_.empty(); }
+  // Writes what feed() queued; under kAlways also fdatasyncs.  On failure the bytes stay
+  // queued (a later flush retries) and last_write_status() holds the error.
+  Status flush();
+  void set_policy(AppendFsync p);
+  AppendFsync policy() const { return policy_; }
+  const Status& last_write_status() const { return write_status_; }
+  uint64_t size() const { return size_; }
+  uint64_t base_size() const { return base_size_; }
+  const std::string& path() const { return path_; }
+
+  // --- rewrite ---------------------------------------------------------------------------
+  // Forks a child that runs `write_snapshot(fd)` on a temporary file and _exits with 0 on
+  // success.  Returns the fd to watch: it reports hangup when the child is done.
+  Result<int> start_rewrite(const std::function<bool(int fd)>& write_snapshot);
+  bool rewrite_in_progress() const { return child_pid_ > 0; }
+  // Call when the watched fd hangs up: reaps the child and, on success, installs the new
+  // file.  Returns the outcome.
+  Status finish_rewrite();
+  // Kills a running child (shutdown).
+  void abort_rewrite();
+  const Status& last_rewrite_status() const { return rewrite_status_; }
+  uint64_t rewrites() const { return rewrites_; }
+
+ private:
+  Aof(std::string path, UniqueFd fd, AppendFsync policy, uint64_t size);
+  void fsync_thread_main();
+  void append_select(ByteBuffer* b, int db);
+
+  std::string path_;
+  UniqueFd fd_;
+  AppendFsync policy_;
+  uint64_t size_ = 0;
+  uint64_t base_size_ = 0;  // size after the last rewrite (auto-rewrite growth base)
+  ByteBuffer buf_;
+  int selected_db_ = -1;
+  Status write_status_;
+
+  // Rewrite state.
+  pid_t child_pid_ = -1;
+  UniqueFd child_pipe_;
+  std::string temp_path_;
+  ByteBuffer rewrite_buf_;
+  int rewrite_selected_db_ = -1;
+  Status rewrite_status_;
+  uint64_t rewrites_ = 0;
+
+  // everysec: background fdatasync.  fd_mu_ guards fd_ against the swap after a rewrite.
+  std::mutex fd_mu_;
+  std::condition_variable cv_;
+  std::atomic<bool> dirty_{false};
+  bool stop_ = false;
+  std::thread fsync_thread_;
+};
+
+}  // namespace conduit::kv

@@ -1,0 +1,1246 @@
+#include "conduit/kv/server.h"
+
+#include <fcntl.h>
+#include <malloc.h>
+#include <sys/resource.h>
+#include <sys/utsname.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdarg>
+#include <cinttypes>
+#include <cstring>
+
+#include "conduit/base/clock.h"
+#include "conduit/base/log.h"
+#include "numbers.h"
+#include "server_impl.h"
+
+extern "C" size_t __sanitizer_get_current_allocated_bytes() __attribute__((weak));
+
+namespace conduit::kv {
+
+std::string_view appendfsync_name(AppendFsync f) {
+  switch (f) {
+    case AppendFsync::kAlways: return "always";
+    case AppendFsync::kEverysec: return "everysec";
+    case AppendFsync::kNo: return "no";
+  }
+  return "?";
+}
+
+bool parse_appendfsync(std::string_view s, AppendFsync* out) {
+  if (eq_nocase(s, "always")) *out = AppendFsync::kAlways;
+  else if (eq_nocase(s, "everysec")) *out = AppendFsync::kEverysec;
+  else if (eq_nocase(s, "no")) *out = AppendFsync::kNo;
+  else return false;
+  return true;
+}
+
+namespace {
+bool parse_memory(std::string_view s, uint64_t* out);
+}  // namespace
+
+bool parse_memory_value(std::string_view s, uint64_t* out) { return parse_memory(s, out); }
+
+namespace {
+
+constexpr size_t kScratchBytes = 64 * 1024;     // one read per readable event, at most this
+constexpr size_t kQueryReadBytes = 16 * 1024;   // reads into a client's own query buffer
+constexpr size_t kKeepBufferBytes = 64 * 1024;  // buffers above this are freed once drained
+
+int64_t wall_ms() {
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1'000'000;
+}
+
+std::string human_bytes(uint64_t n) {
+  char buf[64];
+  const double d = static_cast<double>(n);
+  if (n < 1024) std::snprintf(buf, sizeof buf, "%" PRIu64 "B", n);
+  else if (n < (1ull << 20)) std::snprintf(buf, sizeof buf, "%.2fK", d / 1024);
+  else if (n < (1ull << 30)) std::snprintf(buf, sizeof buf, "%.2fM", d / (1 << 20));
+  else std::snprintf(buf, sizeof buf, "%.2fG", d / (1ull << 30));
+  return buf;
+}
+
+// Redis' memtoull: "100", "1k" (1000), "1kb" (1024), "1m", "1mb", "1g", "1gb".
+bool parse_memory(std::string_view s, uint64_t* out) {
+  size_t i = 0;
+  while (i < s.size() && s[i] >= '0' && s[i] <= '9') ++i;
+  if (i == 0) return false;
+  int64_t v;
+  if (!string2ll(s.substr(0, i), &v) || v < 0) return false;
+  const std::string_view unit = s.substr(i);
+  uint64_t mul = 1;
+  if (unit.empty() || eq_nocase(unit, "b")) mul = 1;
+  else if (eq_nocase(unit, "k")) mul = 1000;
+  else if (eq_nocase(unit, "kb")) mul = 1024;
+  else if (eq_nocase(unit, "m")) mul = 1000 * 1000;
+  else if (eq_nocase(unit, "mb")) mul = 1024 * 1024;
+  else if (eq_nocase(unit, "g")) mul = 1000ull * 1000 * 1000;
+  else if (eq_nocase(unit, "gb")) mul = 1024ull * 1024 * 1024;
+  else return false;
+  if (static_cast<uint64_t>(v) > UINT64_MAX / mul) return false;
+  *out = static_cast<uint64_t>(v) * mul;
+  return true;
+}
+
+bool parse_yesno(std::string_view s, bool* out) {
+  if (eq_nocase(s, "yes")) *out = true;
+  else if (eq_nocase(s, "no")) *out = false;
+  else return false;
+  return true;
+}
+
+bool is_loopback(const std::string& scheme, const std::string& peer) {
+  if (scheme == "shm") return true;  // same host by construction
+  return peer.rfind("127.", 0) == 0 || peer.rfind("[::1]", 0) == 0 || peer.rfind("::1", 0) == 0 ||
+         peer.rfind("[::ffff:127.", 0) == 0;
+}
+
+std::string host_for_url(const std::string& host) {
+  if (host.find(':') != std::string::npos && host.front() != '[') return "[" + host + "]";
+  return host;
+}
+
+constexpr std::string_view kDenied =
+    "-DENIED conduit-kv is running in protected mode because protected mode is enabled and no password is set for "
+    "the default user. In this mode connections are only accepted from the loopback interface. If you want to "
+    "connect from external computers, set a password (--requirepass), or disable protected mode with "
+    "'CONFIG SET protected-mode no' from the loopback interface (make sure the server is not reachable from the "
+    "internet), or restart it with '--protected-mode no'.\r\n";
+
+// One INFO line.
+__attribute__((format(printf, 2, 3))) void appendf(std::string* out, const char* fmt, ...) {
+  char line[512];
+  va_list ap;
+  va_start(ap, fmt);
+  const int n = std::vsnprintf(line, sizeof line, fmt, ap);
+  va_end(ap);
+  if (n > 0) out->append(line, std::min<size_t>(static_cast<size_t>(n), sizeof line - 1));
+  out->append("\r\n");
+}
+
+}  // namespace
+
+// --- lifecycle ----------------------------------------------------------------------------------
+
+ServerImpl::ServerImpl(reactor::EventLoop& loop, const ServerOptions& options) : options_(options), loop_(loop) {
+  for (uint32_t i = 0; i < std::max<uint32_t>(options_.databases, 1); ++i)
+    dbs_.push_back(std::make_unique<Database>(static_cast<int>(i)));
+  build_command_table();
+  scratch_.resize(kScratchBytes);
+  rewrite_watch_.s = this;
+  uint64_t seed = 0;
+  if (::getentropy(&seed, sizeof seed) == 0 && seed != 0) rng_state_ = seed;
+  start_time_ms_ = wall_ms();
+  start_mono_ns_ = monotonic_ns();
+  refresh_time();
+}
+
+ServerImpl::~ServerImpl() { shutdown(); }
+
+uint64_t ServerImpl::random64() {
+  // xorshift64*
+  uint64_t x = rng_state_;
+  x ^= x >> 12;
+  x ^= x << 25;
+  x ^= x >> 27;
+  rng_state_ = x;
+  return x * 0x2545F4914F6CDD1Dull;
+}
+
+void ServerImpl::refresh_time() { now_ms_ = wall_ms(); }
+
+void ServerImpl::build_command_table() {
+  for (auto table : {string_key_commands(), collection_commands(), server_commands()})
+    for (const CommandDef& d : table) command_list_.push_back(&d);
+  size_t cap = 16;
+  while (cap < command_list_.size() * 4) cap *= 2;
+  command_slots_.assign(cap, nullptr);
+  for (const CommandDef* d : command_list_) {
+    const std::string_view n = d->name;
+    size_t i = hash_key(n) & (cap - 1);
+    while (command_slots_[i] != nullptr) i = (i + 1) & (cap - 1);
+    command_slots_[i] = d;
+  }
+}
+
+const CommandDef* ServerImpl::find_command(std::string_view name) const {
+  char lower[32];
+  if (name.empty() || name.size() > sizeof lower) return nullptr;
+  for (size_t i = 0; i < name.size(); ++i) {
+    const char c = name[i];
+    lower[i] = (c >= 'A' && c <= 'Z') ? static_cast<char>(c + 32) : c;
+  }
+  const std::string_view n(lower, name.size());
+  const size_t mask = command_slots_.size() - 1;
+  for (size_t i = hash_key(n) & mask;; i = (i + 1) & mask) {
+    const CommandDef* d = command_slots_[i];
+    if (d == nullptr) return nullptr;
+    if (n == d->name) return d;
+  }
+}
+
+Status ServerImpl::start() {
+  // Replay the append-only file before anyone can connect.
+  if (options_.appendonly) {
+    const std::string path = options_.dir + "/" + options_.appendfilename;
+    ClientState loader;
+    loader.internal = true;
+    loader.authenticated = true;
+    ByteBuffer sink;
+    ReplyWriter w(&sink);
+    loading_ = true;
+    const uint64_t t0 = monotonic_ns();
+    auto r = load_aof(path, options_.aof_load_truncated, options_.limits,
+                      [&](std::span<const std::string_view> args) -> Status {
+                        sink.clear();
+                        execute(loader, args, w);
+                        if (!sink.empty() && sink.data()[0] == '-')
+                          return Status(Code::kProtocolError, "command '" + std::string(args[0].substr(0, 64)) +
+                                                                  "' failed: " +
+                                                                  std::string(sink.data() + 1, std::min<size_t>(sink.size() - 1, 200)));
+                        return {};
+                      });
+    loading_ = false;
+    if (!r.ok()) return r.status();
+    if (r->commands > 0 || r->truncated_bytes > 0)
+      CONDUIT_LOG(kInfo) << "aof: loaded " << r->commands << " commands (" << r->bytes << " bytes) from " << path
+                         << " in " << (monotonic_ns() - t0) / 1'000'000 << " ms";
+    CONDUIT_ASSIGN_OR_RETURN(aof_, Aof::open(path, options_.appendfsync));
+  }
+  refresh_time();
+
+  std::vector<std::string> urls;
+  std::vector<std::string> binds;
+  {
+    std::string cur;
+    for (char c : options_.bind + " ") {
+      if (c == ' ' || c == ',') {
+        if (!cur.empty()) binds.push_back(cur);
+        cur.clear();
+      } else {
+        cur += c;
+      }
+    }
+    if (binds.empty()) binds.push_back("127.0.0.1");
+  }
+  if (options_.tcp)
+    for (const std::string& b : binds) urls.push_back("tcp://" + host_for_url(b) + ":" + std::to_string(options_.port));
+  if (!options_.shm_name.empty())
+    urls.push_back("shm://" + options_.shm_name +
+                   (options_.shm_busy_poll_us > 0 ? "?busy_poll_us=" + std::to_string(options_.shm_busy_poll_us) : ""));
+  if (options_.rdma_port >= 0)
+    for (const std::string& b : binds) urls.push_back("rdma://" + host_for_url(b) + ":" + std::to_string(options_.rdma_port));
+  for (const std::string& u : options_.extra_listen) urls.push_back(u);
+  for (const std::string& u : urls) CONDUIT_RETURN_IF_ERROR(open_listener(u));
+
+  cron_timer_ = loop_.run_every(1'000'000'000ull / std::max<uint32_t>(options_.hz, 1), [this] { cron(); });
+  return {};
+}
+
+Status ServerImpl::open_listener(const std::string& url) {
+  auto l = transport::listen(loop_, url, [this](std::unique_ptr<transport::Connection> c) { on_accept(std::move(c)); });
+  if (!l.ok()) return l.status().annotate("conduit-kv: cannot listen on " + url);
+  CONDUIT_LOG(kInfo) << "conduit-kv: listening on " << (*l)->url();
+  listeners_.emplace_back(url, std::move(l).value());
+  return {};
+}
+
+void ServerImpl::shutdown() {
+  if (shut_down_) return;
+  shut_down_ = true;
+  if (cron_timer_ != 0) loop_.cancel(cron_timer_);
+  cron_timer_ = 0;
+  for (auto& [url, l] : listeners_) l->close();
+  // Replies waiting for the AOF: write it, then send them.
+  if (!pending_commit_.empty() || (aof_ && aof_->has_pending())) commit();
+  while (clients_head_ != nullptr) close_client(clients_head_, "server shutdown");
+  if (aof_) {
+    if (rewrite_fd_ >= 0 && loop_.watching(rewrite_fd_)) (void)loop_.remove(rewrite_fd_);
+    rewrite_fd_ = -1;
+    aof_->abort_rewrite();
+    if (Status s = aof_->flush(); !s.ok()) CONDUIT_LOG(kError) << "conduit-kv: final AOF write failed: " << s.to_string();
+    aof_.reset();  // fsyncs
+  }
+  listeners_.clear();
+}
+
+void ServerImpl::request_shutdown() {
+  loop_.post([this] {
+    if (shutdown_handler_)
+      shutdown_handler_();
+    else
+      loop_.stop();
+  });
+}
+
+// --- execution ----------------------------------------------------------------------------------
+
+void ServerImpl::execute(ClientState& client, std::span<const std::string_view> argv, ReplyWriter& reply) {
+  const CommandDef* cmd = find_command(argv[0]);
+  if (cmd == nullptr) {
+    std::string args;
+    for (size_t j = 1; j < argv.size() && args.size() < 128; ++j) {
+      args += '\'';
+      args.append(argv[j].substr(0, 128 - args.size()));
+      args += "' ";
+    }
+    reply.error("ERR unknown command '" + std::string(argv[0].substr(0, 128)) + "', with args beginning with: " + args);
+    return;
+  }
+  const int argc = static_cast<int>(argv.size());
+  if ((cmd->arity > 0 && cmd->arity != argc) || argc < -cmd->arity) {
+    reply.error(wrong_args(cmd->name));
+    return;
+  }
+  if (!client.authenticated && (cmd->flags & kCmdNoAuth) == 0) {
+    if (options_.requirepass.empty()) {
+      client.authenticated = true;  // CONFIG SET requirepass "" after connecting
+    } else {
+      reply.error("NOAUTH Authentication required.");
+      return;
+    }
+  }
+  if ((cmd->flags & kCmdDenyOom) && options_.maxmemory > 0 && !loading_ && used_memory() > options_.maxmemory) {
+    reply.error("OOM command not allowed when used memory > 'maxmemory'.");
+    return;
+  }
+  if ((cmd->flags & kCmdWrite) && aof_ && !loading_ && !aof_->last_write_status().ok()) {
+    reply.error("MISCONF Errors writing to the AOF file: " + std::string(aof_->last_write_status().message()));
+    return;
+  }
+  CommandContext ctx{*this, client, dbs_[static_cast<size_t>(client.db)].get(), reply, argv, now_ms_, cmd};
+  client.last_cmd = cmd;
+  cmd->fn(ctx);
+  ++stats_.commands_processed;
+  if (ctx.dirty > 0) {
+    rdb_changes_since_save_ += ctx.dirty;
+    if (aof_ && !loading_) aof_->feed(ctx.db->index(), ctx.rewritten ? std::span<const std::string_view>(prop_args_) : argv);
+  }
+  if (ctx.rewritten) {
+    prop_args_.clear();
+    prop_storage_.clear();
+  }
+}
+
+Entry* ServerImpl::lookup(Database& db, std::string_view key) {
+  Entry* e = db.find(key);
+  if (e == nullptr || e->expire_ms < 0 || e->expire_ms >= now_ms_ || loading_) return e;
+  expire_entry(db, e);
+  return nullptr;
+}
+
+void ServerImpl::expire_entry(Database& db, Entry* e) {
+  ++stats_.expired_keys;
+  if (aof_ && !loading_) {
+    const std::string_view args[2] = {"DEL", e->key()};
+    aof_->feed(db.index(), args);
+  }
+  db.remove(e);
+}
+
+void ServerImpl::propagate(int db, std::span<const std::string_view> args) {
+  if (aof_ && !loading_) aof_->feed(db, args);
+}
+
+uint64_t ServerImpl::used_memory() {
+  // The allocator's count of bytes in use; cached for a millisecond (mallinfo2 walks the
+  // arenas).  Under AddressSanitizer glibc's counters are not used: ask the sanitizer.
+  if (used_memory_at_ms_ != now_ms_) {
+    if (__sanitizer_get_current_allocated_bytes != nullptr) {
+      used_memory_ = __sanitizer_get_current_allocated_bytes();
+    } else {
+      const struct mallinfo2 mi = ::mallinfo2();
+      used_memory_ = mi.uordblks + mi.hblkhd;
+    }
+    used_memory_at_ms_ = now_ms_;
+  }
+  return used_memory_;
+}
+
+// --- connections --------------------------------------------------------------------------------
+
+void ServerImpl::on_accept(std::unique_ptr<transport::Connection> conn) {
+  ++stats_.connections_received;
+  const std::string scheme(conn->caps().transport);
+  ++transport_totals_[scheme].connections;
+  const std::string peer = conn->peer_address();
+  auto reject = [&](std::string_view msg) {
+    ++stats_.rejected_connections;
+    (void)conn->write({reinterpret_cast<const uint8_t*>(msg.data()), msg.size()});
+    conn->close();
+    loop_.destroy_later(std::move(conn));
+  };
+  if (shut_down_) return reject("-ERR server is shutting down\r\n");
+  if (num_clients_ >= options_.maxclients) return reject("-ERR max number of clients reached\r\n");
+  if (options_.protected_mode && options_.requirepass.empty() && !is_loopback(scheme, peer)) {
+    CONDUIT_LOG(kWarn) << "conduit-kv: protected mode: refused " << scheme << " client " << peer;
+    return reject(kDenied);
+  }
+  auto* c = new ClientConn;
+  c->server = this;
+  c->conn = std::move(conn);
+  c->scheme = scheme;
+  c->peer = peer;
+  c->parser.set_limits(options_.limits);
+  c->state.id = next_client_id_++;
+  c->state.conn = c;
+  c->state.authenticated = options_.requirepass.empty();
+  c->state.created_ms = c->state.last_interaction_ms = now_ms_;
+  c->last_write_progress_ms = now_ms_;
+  c->next = clients_head_;
+  if (clients_head_ != nullptr) clients_head_->prev = c;
+  clients_head_ = c;
+  ++num_clients_;
+  stats_.connected_clients = num_clients_;
+  c->conn->set_read_handler([c](transport::Connection&) { c->server->on_readable(c); });
+}
+
+void ServerImpl::on_readable(ClientConn* c) {
+  if (c->closed) return;
+  refresh_time();
+  transport::Connection& conn = *c->conn;
+  if (c->query.empty()) {
+    // The common case: read into the shared buffer and run the commands in place; only a
+    // partial command at the end is copied into the client's own buffer.
+    auto r = conn.read({reinterpret_cast<uint8_t*>(scratch_.data()), scratch_.size()});
+    if (!r.ok()) {
+      if (r.status().would_block()) return;
+      return close_client(c, r.status().to_string());
+    }
+    if (*r == 0) return close_client(c, "client closed the connection");
+    stats_.net_input_bytes += *r;
+    process_input(c, scratch_.data(), *r, false);
+  } else {
+    // Read a big argument in large steps, but grow at most 2x per read: memory follows the
+    // bytes that actually arrived, not the length a client announced.
+    size_t want = kQueryReadBytes;
+    const size_t hint = c->parser.bytes_hint();
+    if (hint > c->query.size())
+      want = std::max(want, std::min(hint - c->query.size(), std::max(c->query.size(), kQueryReadBytes)));
+    char* dst = c->query.prepare(want);
+    auto r = conn.read({reinterpret_cast<uint8_t*>(dst), want});
+    if (!r.ok()) {
+      if (r.status().would_block()) return;
+      return close_client(c, r.status().to_string());
+    }
+    if (*r == 0) return close_client(c, "client closed the connection");
+    stats_.net_input_bytes += *r;
+    c->query.commit(*r);
+    process_input(c, c->query.data(), c->query.size(), true);
+  }
+  if (c->closed) return;
+  if (c->query.size() > options_.limits.max_query_buffer) {
+    CONDUIT_LOG(kWarn) << "conduit-kv: closing client " << c->peer << " that reached max query buffer length ("
+                       << c->query.size() << " bytes)";
+    c->writer.error("ERR Protocol error: query buffer limit (client-query-buffer-limit) exceeded");
+    c->state.close_after_reply = true;
+    c->query.release();
+    c->parser.reset();
+  }
+  after_batch(c);
+}
+
+void ServerImpl::process_input(ClientConn* c, const char* data, size_t len, bool from_query) {
+  ClientState& st = c->state;
+  size_t off = 0;
+  while (off < len) {
+    if (st.close_after_reply || c->closed) {
+      off = len;  // Redis drops what follows QUIT or a protocol error
+      break;
+    }
+    if (c->out.size() >= options_.output_pause_bytes) {
+      c->read_paused = true;
+      break;
+    }
+    size_t consumed = 0;
+    const auto outcome = c->parser.parse(data + off, len - off, &consumed);
+    if (outcome == RequestParser::Outcome::kCommand) {
+      execute(st, c->parser.args(), c->writer);
+      off += consumed;
+    } else if (outcome == RequestParser::Outcome::kEmpty) {
+      off += consumed;
+    } else if (outcome == RequestParser::Outcome::kNeedMore) {
+      break;
+    } else {
+      CONDUIT_LOG(kInfo) << "conduit-kv: protocol error from " << c->scheme << " client " << c->peer << ": "
+                         << c->parser.error();
+      c->writer.error(c->parser.error());
+      st.close_after_reply = true;
+      off = len;
+      c->parser.reset();
+      break;
+    }
+  }
+  st.last_interaction_ms = now_ms_;
+  if (from_query) {
+    c->query.consume(off);
+    if (c->query.empty() && c->query.capacity() > kKeepBufferBytes) c->query.release();
+  } else if (off < len) {
+    c->query.append(data + off, len - off);
+  }
+}
+
+void ServerImpl::after_batch(ClientConn* c) {
+  for (;;) {
+    if (c->closed) return;
+    if (c->out.size() > options_.output_hard_limit && options_.output_hard_limit > 0) {
+      CONDUIT_LOG(kWarn) << "conduit-kv: closing client " << c->peer << ": output buffer " << c->out.size()
+                         << " bytes exceeds client-output-buffer-limit " << options_.output_hard_limit;
+      return close_client(c, "output buffer limit");
+    }
+    if (aof_ && aof_->has_pending()) {
+      // These replies may show data the AOF does not hold yet: send them after it does.
+      if (!c->pending_commit) {
+        c->pending_commit = true;
+        pending_commit_.push_back(c);
+      }
+      schedule_commit();
+      break;
+    }
+    if (!flush_client(c)) return;
+    if (!c->read_paused || !c->out.empty()) break;
+    // Paused for output and it all went out: run the commands still queued.
+    c->read_paused = false;
+    process_input(c, c->query.data(), c->query.size(), true);
+  }
+  if (c->closed) return;
+  if (c->read_paused) c->conn->set_read_handler(nullptr);
+}
+
+void ServerImpl::schedule_commit() {
+  if (commit_scheduled_) return;
+  commit_scheduled_ = true;
+  // A zero-delay timer runs at the end of this loop iteration, after every connection
+  // served in it (fd events and transport hooks alike): one AOF write (and fsync) covers
+  // all their commands, like Redis' beforeSleep.
+  loop_.run_after(0, [this] { commit(); });
+}
+
+void ServerImpl::commit() {
+  commit_scheduled_ = false;
+  Status s;
+  if (aof_) s = aof_->flush();
+  std::vector<ClientConn*> list;
+  list.swap(pending_commit_);
+  for (ClientConn* c : list) {
+    c->pending_commit = false;
+    if (c->closed) continue;
+    if (!s.ok() && aof_ && aof_->policy() == AppendFsync::kAlways) {
+      // Under `always` a reply promises durability: withhold it.
+      close_client(c, "AOF write failed: " + std::string(s.message()));
+      continue;
+    }
+    const bool paused = c->read_paused;
+    if (!flush_client(c)) continue;
+    if (paused && c->out.empty()) {
+      c->read_paused = false;
+      c->conn->set_read_handler([c](transport::Connection&) { c->server->on_readable(c); });
+      process_input(c, c->query.data(), c->query.size(), true);
+      after_batch(c);
+    }
+  }
+}
+
+bool ServerImpl::flush_client(ClientConn* c) {
+  while (!c->out.empty()) {
+    auto r = c->conn->write({reinterpret_cast<const uint8_t*>(c->out.data()), c->out.size()});
+    if (r.ok()) {
+      c->out.consume(*r);
+      stats_.net_output_bytes += *r;
+      c->last_write_progress_ms = now_ms_;
+      continue;
+    }
+    if (r.status().would_block()) {
+      if (!c->write_handler_on) {
+        c->write_handler_on = true;
+        c->conn->set_write_handler([c](transport::Connection&) { c->server->on_writable(c); });
+      }
+      return true;
+    }
+    close_client(c, r.status().to_string());
+    return false;
+  }
+  if (c->write_handler_on) {
+    c->write_handler_on = false;
+    c->conn->set_write_handler(nullptr);
+  }
+  c->soft_limit_since_ms = 0;
+  if (c->out.capacity() > kKeepBufferBytes) c->out.release();
+  if (c->state.close_after_reply) {
+    close_client(c, "closed after reply");
+    return false;
+  }
+  return true;
+}
+
+void ServerImpl::on_writable(ClientConn* c) {
+  if (c->closed) return;
+  refresh_time();
+  const bool paused = c->read_paused;
+  if (!flush_client(c)) return;
+  if (paused && c->out.empty()) {
+    c->read_paused = false;
+    c->conn->set_read_handler([c](transport::Connection&) { c->server->on_readable(c); });
+    process_input(c, c->query.data(), c->query.size(), true);
+    after_batch(c);
+  }
+}
+
+void ServerImpl::close_client(ClientConn* c, std::string_view why) {
+  if (c->closed) return;
+  c->closed = true;
+  CONDUIT_LOG(kDebug) << "conduit-kv: closing client id=" << c->state.id << " " << c->peer << ": " << why;
+  if (c->prev != nullptr) c->prev->next = c->next;
+  else clients_head_ = c->next;
+  if (c->next != nullptr) c->next->prev = c->prev;
+  if (cron_cursor_ == c) cron_cursor_ = c->next;
+  --num_clients_;
+  stats_.connected_clients = num_clients_;
+  if (c->pending_commit) {
+    auto it = std::find(pending_commit_.begin(), pending_commit_.end(), c);
+    if (it != pending_commit_.end()) pending_commit_.erase(it);
+    c->pending_commit = false;
+  }
+  TransportTotals& t = transport_totals_[c->scheme];
+  const transport::ConnStats& s = c->conn->stats();
+  t.stats.bytes_read += s.bytes_read;
+  t.stats.bytes_written += s.bytes_written;
+  t.stats.reads += s.reads;
+  t.stats.writes += s.writes;
+  t.stats.read_would_block += s.read_would_block;
+  t.stats.write_would_block += s.write_would_block;
+  t.stats.wakeups += s.wakeups;
+  c->conn->close();
+  // We may be inside the connection's own handler: destroy it after this dispatch.
+  loop_.destroy_later(std::unique_ptr<ClientConn>(c));
+}
+
+void ServerImpl::kill_client(ClientConn* c) {
+  if (c == nullptr) return;
+  close_client(c, "killed by CLIENT KILL");
+}
+
+std::vector<const ClientConn*> ServerImpl::clients() const {
+  std::vector<const ClientConn*> v;
+  v.reserve(num_clients_);
+  for (const ClientConn* c = clients_head_; c != nullptr; c = c->next) v.push_back(c);
+  std::reverse(v.begin(), v.end());  // oldest first, like Redis
+  return v;
+}
+
+ClientConn* ServerImpl::find_client(uint64_t id) const {
+  for (ClientConn* c = clients_head_; c != nullptr; c = c->next)
+    if (c->state.id == id) return c;
+  return nullptr;
+}
+
+std::string ServerImpl::client_list_line(const ClientConn& c) const {
+  char buf[1024];
+  const ClientState& s = c.state;
+  const std::string local = c.conn ? c.conn->local_address() : "";
+  std::snprintf(buf, sizeof buf,
+                "id=%" PRIu64 " addr=%s laddr=%s fd=-1 name=%s age=%" PRId64 " idle=%" PRId64
+                " flags=N db=%d sub=0 psub=0 ssub=0 multi=-1 qbuf=%zu qbuf-free=%zu argv-mem=0 multi-mem=0 rbs=%zu "
+                "rbp=0 obl=%zu oll=0 omem=%zu tot-mem=%zu events=r%s cmd=%s user=default redir=-1 resp=%d "
+                "transport=%s",
+                s.id, c.peer.c_str(), local.c_str(), s.name.c_str(), (now_ms_ - s.created_ms) / 1000,
+                (now_ms_ - s.last_interaction_ms) / 1000, s.db, c.query.size(),
+                c.query.capacity() - c.query.size(), c.query.capacity(), c.out.size(), c.out.capacity(),
+                c.query.capacity() + c.out.capacity() + sizeof(ClientConn), c.write_handler_on ? "w" : "",
+                s.last_cmd != nullptr ? s.last_cmd->name : "NULL", s.resp == RespVersion::kResp3 ? 3 : 2,
+                c.scheme.c_str());
+  return buf;
+}
+
+// --- cron -----------------------------------------------------------------------------------------
+
+void ServerImpl::cron() {
+  refresh_time();
+  ++cron_loops_;
+  update_ops_sample();
+  active_expire_cycle();
+  clients_cron();
+  aof_cron();
+  if (cron_loops_ % 10 == 0)
+    for (auto& d : dbs_) d->table().maybe_shrink();
+}
+
+void ServerImpl::update_ops_sample() {
+  const uint64_t now = monotonic_ns();
+  if (ops_last_ns_ != 0 && now > ops_last_ns_) {
+    const uint64_t ops = stats_.commands_processed - ops_last_cmds_;
+    ops_sample_[ops_sample_idx_] = ops * 1'000'000'000ull / (now - ops_last_ns_);
+    ops_sample_idx_ = (ops_sample_idx_ + 1) % kOpsSamples;
+  }
+  ops_last_ns_ = now;
+  ops_last_cmds_ = stats_.commands_processed;
+}
+
+void ServerImpl::active_expire_cycle() {
+  if (loading_) return;
+  // Redis' slow cycle: up to 25% of a tick, 20 keys per sample, another round while more
+  // than a quarter of a sample was expired.
+  const uint64_t budget_ns = 1'000'000'000ull / std::max<uint32_t>(options_.hz, 1) / 4;
+  const uint64_t start = monotonic_ns();
+  const int n = num_dbs();
+  bool expired_any = false;
+  for (int k = 0; k < n; ++k) {
+    Database& db = *dbs_[static_cast<size_t>(expire_db_cursor_)];
+    expire_db_cursor_ = (expire_db_cursor_ + 1) % n;
+    for (int iteration = 0;; ++iteration) {
+      if (db.expires() == 0) break;
+      int sampled = 0, expired = 0;
+      for (int i = 0; i < 20 && db.expires() > 0; ++i) {
+        Entry* e = db.random_volatile(random64());
+        ++sampled;
+        if (e->expire_ms < now_ms_) {
+          expire_entry(db, e);
+          ++expired;
+        } else {
+          const int64_t ttl = e->expire_ms - now_ms_;
+          db.avg_ttl = db.avg_ttl == 0 ? ttl : (db.avg_ttl / 50) * 49 + ttl / 50;
+        }
+      }
+      expired_any = expired_any || expired > 0;
+      if ((iteration & 15) == 15 && monotonic_ns() - start > budget_ns) goto done;
+      if (expired * 4 <= sampled) break;
+    }
+  }
+done:
+  if (expired_any && aof_ && aof_->has_pending()) schedule_commit();
+}
+
+void ServerImpl::clients_cron() {
+  // Look at a slice of the clients per tick: all of them within about a second.
+  size_t budget = std::max<size_t>(num_clients_ / std::max<uint32_t>(options_.hz, 1) + 1, 50);
+  if (cron_cursor_ == nullptr) cron_cursor_ = clients_head_;
+  while (budget-- > 0 && cron_cursor_ != nullptr) {
+    ClientConn* c = cron_cursor_;
+    cron_cursor_ = c->next;
+    if (c->closed || c->pending_commit) continue;
+    const int64_t idle_ms = now_ms_ - c->state.last_interaction_ms;
+    if (options_.timeout > 0 && idle_ms > static_cast<int64_t>(options_.timeout) * 1000 && c->out.empty()) {
+      close_client(c, "idle timeout");
+      continue;
+    }
+    if (!c->out.empty()) {
+      if (options_.output_soft_limit > 0 && c->out.size() > options_.output_soft_limit) {
+        if (c->soft_limit_since_ms == 0) c->soft_limit_since_ms = now_ms_;
+        if (now_ms_ - c->soft_limit_since_ms > static_cast<int64_t>(options_.output_soft_seconds) * 1000) {
+          CONDUIT_LOG(kWarn) << "conduit-kv: closing client " << c->peer << ": output above the soft limit for "
+                             << options_.output_soft_seconds << " s";
+          close_client(c, "output soft limit");
+          continue;
+        }
+      } else {
+        c->soft_limit_since_ms = 0;
+      }
+      // A client that reads nothing at all for that long is gone or hostile.
+      if (options_.output_soft_seconds > 0 &&
+          now_ms_ - c->last_write_progress_ms > static_cast<int64_t>(options_.output_soft_seconds) * 1000) {
+        CONDUIT_LOG(kWarn) << "conduit-kv: closing client " << c->peer << ": no output progress for "
+                           << options_.output_soft_seconds << " s";
+        close_client(c, "output stalled");
+        continue;
+      }
+    } else if (idle_ms > 2000) {
+      // Idle: give the memory back.
+      if (c->out.capacity() > 0) c->out.release();
+      if (c->query.empty() && c->query.capacity() > 0) c->query.release();
+    }
+  }
+}
+
+void ServerImpl::aof_cron() {
+  if (!aof_) return;
+  if (aof_->has_pending() && !commit_scheduled_) commit();
+  if (aof_->rewrite_in_progress()) return;
+  const uint64_t pct = options_.auto_aof_rewrite_percentage;
+  const uint64_t base = std::max<uint64_t>(aof_->base_size(), 1);
+  if (pct > 0 && aof_->size() > options_.auto_aof_rewrite_min_size && (aof_->size() - base) * 100 / base >= pct) {
+    CONDUIT_LOG(kInfo) << "aof: " << aof_->size() << " bytes, " << (aof_->size() - base) * 100 / base
+                       << "% growth: starting an automatic rewrite";
+    (void)bgrewriteaof();
+  }
+}
+
+// --- AOF rewrite ----------------------------------------------------------------------------------
+
+std::string ServerImpl::bgrewriteaof() {
+  if (!aof_) return "ERR Append only file is disabled (appendonly no): nothing to rewrite";
+  if (aof_->rewrite_in_progress()) return "ERR Background append only file rewriting already in progress";
+  auto fd = aof_->start_rewrite([this](int out) { return write_snapshot(out); });
+  if (!fd.ok()) return "ERR " + std::string(fd.status().message());
+  rewrite_fd_ = *fd;
+  // The child holds the pipe's write end: the read end hangs up when it exits.
+  if (Status s = loop_.add(rewrite_fd_, reactor::kReadable, &rewrite_watch_); !s.ok()) {
+    CONDUIT_LOG(kWarn) << "aof rewrite: cannot watch the child: " << s.to_string();
+  }
+  ++aof_rewrites_scheduled_;
+  return "";
+}
+
+void ServerImpl::on_rewrite_done() {
+  if (rewrite_fd_ >= 0 && loop_.watching(rewrite_fd_)) (void)loop_.remove(rewrite_fd_);
+  rewrite_fd_ = -1;
+  if (aof_) (void)aof_->finish_rewrite();
+}
+
+// Runs in the forked child: plain writes, no loop.
+bool ServerImpl::write_snapshot(int fd) {
+  ByteBuffer buf;
+  auto drain = [&](bool force) {
+    if (!force && buf.size() < (1 << 20)) return true;
+    size_t off = 0;
+    while (off < buf.size()) {
+      const ssize_t n = ::write(fd, buf.data() + off, buf.size() - off);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return false;
+      }
+      off += static_cast<size_t>(n);
+    }
+    buf.clear();
+    return true;
+  };
+  std::vector<std::string_view> args;
+  std::vector<std::string> owned;
+  auto emit_batched = [&](std::string_view cmd, std::string_view key, const auto& items, auto&& add_item) {
+    constexpr size_t kBatch = 64;
+    size_t in_batch = 0;
+    args.clear();
+    owned.clear();
+    for (const auto& it : items) {
+      if (in_batch == 0) {
+        args.assign({cmd, key});
+        owned.clear();
+        owned.reserve(2 * kBatch);
+      }
+      add_item(it);
+      if (++in_batch == kBatch) {
+        append_command(&buf, args);
+        in_batch = 0;
+      }
+    }
+    if (in_batch > 0) append_command(&buf, args);
+  };
+  const int64_t now = wall_ms();
+  for (const auto& dbp : dbs_) {
+    Database& db = *dbp;
+    if (db.size() == 0) continue;
+    char num[24];
+    const std::string_view sel[2] = {"SELECT", std::string_view(num, ll2string(num, db.index()))};
+    append_command(&buf, sel);
+    bool ok = true;
+    db.table().for_each([&](const Entry* e) {
+      if (!ok) return;
+      if (e->expire_ms >= 0 && e->expire_ms < now) return;
+      const std::string_view key = e->key();
+      switch (e->type) {
+        case Type::kString: {
+          const std::string_view a[3] = {"SET", key, e->str};
+          append_command(&buf, a);
+          break;
+        }
+        case Type::kList:
+          emit_batched("RPUSH", key, e->list->items, [&](const std::string& s) { args.push_back(s); });
+          break;
+        case Type::kHash:
+          emit_batched("HSET", key, e->hash_v->fields, [&](const auto& kv) {
+            args.push_back(kv.first);
+            args.push_back(kv.second);
+          });
+          break;
+        case Type::kSet:
+          emit_batched("SADD", key, e->set->members, [&](const std::string& s) { args.push_back(s); });
+          break;
+        case Type::kZSet:
+          emit_batched("ZADD", key, e->zset->order, [&](const std::pair<double, std::string>& p) {
+            char d[128];
+            owned.emplace_back(d, d2string(d, sizeof d, p.first));
+            args.push_back(owned.back());
+            args.push_back(p.second);
+          });
+          break;
+        case Type::kStream: {
+          const StreamValue& s = *e->stream;
+          for (const auto& [id, fv] : s.entries) {
+            const std::string ids = id.to_string();
+            args.assign({"XADD", key, ids});
+            for (const std::string& f : fv) args.push_back(f);
+            append_command(&buf, args);
+          }
+          if (s.entries.empty()) {
+            // Keep an emptied stream (and its last id): add a placeholder, trim it away.
+            const std::string ids = s.last_id.to_string();
+            const std::string_view a[7] = {"XADD", key, "MAXLEN", "0", ids, "_", "_"};
+            append_command(&buf, a);
+          }
+          break;
+        }
+      }
+      if (e->expire_ms >= 0) {
+        char t[24];
+        const std::string_view a[3] = {"PEXPIREAT", key, std::string_view(t, ll2string(t, e->expire_ms))};
+        append_command(&buf, a);
+      }
+      ok = drain(false);
+    });
+    if (!ok) return false;
+  }
+  return drain(true);
+}
+
+// --- INFO / CONFIG --------------------------------------------------------------------------------
+
+void ServerImpl::reset_stats() {
+  const uint64_t clients = stats_.connected_clients;
+  stats_ = ServerStats();
+  stats_.connected_clients = clients;
+  for (auto& [k, t] : transport_totals_) t = TransportTotals();
+  std::fill(std::begin(ops_sample_), std::end(ops_sample_), 0);
+}
+
+std::string ServerImpl::info(std::string_view sections_text) {
+  refresh_time();
+  std::vector<std::string> want;
+  {
+    std::string cur;
+    for (char ch : std::string(sections_text) + " ") {
+      if (ch == ' ') {
+        if (!cur.empty()) want.push_back(cur);
+        cur.clear();
+      } else {
+        cur += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+      }
+    }
+  }
+  const bool all = want.empty() || std::find(want.begin(), want.end(), "all") != want.end() ||
+                   std::find(want.begin(), want.end(), "everything") != want.end() ||
+                   std::find(want.begin(), want.end(), "default") != want.end();
+  auto on = [&](const char* s) { return all || std::find(want.begin(), want.end(), s) != want.end(); };
+  std::string out;
+  auto section = [&](const char* title) {
+    if (!out.empty()) out += "\r\n";
+    out += "# ";
+    out += title;
+    out += "\r\n";
+  };
+  const int64_t uptime = (now_ms_ - start_time_ms_) / 1000;
+  if (on("server")) {
+    section("Server");
+    utsname u{};
+    ::uname(&u);
+    appendf(&out, "redis_version:%s", "7.0.0");
+    appendf(&out, "conduit_kv_version:%s", "0.1.0");
+    appendf(&out, "redis_mode:standalone");
+    appendf(&out, "os:%s %s %s", u.sysname, u.release, u.machine);
+    appendf(&out, "arch_bits:64");
+    appendf(&out, "multiplexing_api:epoll");
+    appendf(&out, "process_id:%d", static_cast<int>(::getpid()));
+    appendf(&out, "tcp_port:%d", options_.tcp ? options_.port : 0);
+    appendf(&out, "server_time_usec:%" PRId64, now_ms_ * 1000);
+    appendf(&out, "uptime_in_seconds:%" PRId64, uptime);
+    appendf(&out, "uptime_in_days:%" PRId64, uptime / 86400);
+    appendf(&out, "hz:%u", options_.hz);
+    appendf(&out, "io_threads_active:%d", options_.io_threads > 1 ? 1 : 0);
+    for (size_t i = 0; i < listeners_.size(); ++i) appendf(&out, "listener%zu:url=%s", i, listeners_[i].second->url().c_str());
+  }
+  if (on("clients")) {
+    section("Clients");
+    size_t max_in = 0, max_out = 0;
+    for (const ClientConn* c = clients_head_; c != nullptr; c = c->next) {
+      max_in = std::max(max_in, c->query.size());
+      max_out = std::max(max_out, c->out.size());
+    }
+    appendf(&out, "connected_clients:%zu", num_clients_);
+    appendf(&out, "maxclients:%u", options_.maxclients);
+    appendf(&out, "client_recent_max_input_buffer:%zu", max_in);
+    appendf(&out, "client_recent_max_output_buffer:%zu", max_out);
+    appendf(&out, "blocked_clients:0");
+    appendf(&out, "tracking_clients:0");
+  }
+  if (on("memory")) {
+    section("Memory");
+    used_memory_at_ms_ = -1;
+    const uint64_t used = used_memory();
+    appendf(&out, "used_memory:%" PRIu64, used);
+    appendf(&out, "used_memory_human:%s", human_bytes(used).c_str());
+    rusage ru{};
+    ::getrusage(RUSAGE_SELF, &ru);
+    appendf(&out, "used_memory_peak_rss:%ld", ru.ru_maxrss * 1024);
+    appendf(&out, "maxmemory:%" PRIu64, options_.maxmemory);
+    appendf(&out, "maxmemory_human:%s", human_bytes(options_.maxmemory).c_str());
+    appendf(&out, "maxmemory_policy:noeviction");
+    appendf(&out, "mem_allocator:libc");
+  }
+  if (on("persistence")) {
+    section("Persistence");
+    appendf(&out, "loading:%d", loading_ ? 1 : 0);
+    appendf(&out, "async_loading:0");
+    appendf(&out, "rdb_changes_since_last_save:%" PRIu64, rdb_changes_since_save_);
+    appendf(&out, "rdb_bgsave_in_progress:0");
+    appendf(&out, "rdb_last_save_time:%" PRId64, start_time_ms_ / 1000);
+    appendf(&out, "aof_enabled:%d", aof_ ? 1 : 0);
+    appendf(&out, "aof_rewrite_in_progress:%d", aof_ && aof_->rewrite_in_progress() ? 1 : 0);
+    appendf(&out, "aof_rewrite_scheduled:0");
+    appendf(&out, "aof_rewrites:%" PRIu64, aof_ ? aof_->rewrites() : 0);
+    appendf(&out, "aof_last_bgrewrite_status:%s", !aof_ || aof_->last_rewrite_status().ok() ? "ok" : "err");
+    appendf(&out, "aof_last_write_status:%s", !aof_ || aof_->last_write_status().ok() ? "ok" : "err");
+    if (aof_) {
+      appendf(&out, "aof_current_size:%" PRIu64, aof_->size());
+      appendf(&out, "aof_base_size:%" PRIu64, aof_->base_size());
+      appendf(&out, "aof_fsync_policy:%s", std::string(appendfsync_name(aof_->policy())).c_str());
+    }
+  }
+  if (on("stats")) {
+    section("Stats");
+    uint64_t ops = 0;
+    for (uint64_t s : ops_sample_) ops += s;
+    appendf(&out, "total_connections_received:%" PRIu64, stats_.connections_received);
+    appendf(&out, "total_commands_processed:%" PRIu64, stats_.commands_processed);
+    appendf(&out, "instantaneous_ops_per_sec:%" PRIu64, ops / kOpsSamples);
+    appendf(&out, "total_net_input_bytes:%" PRIu64, stats_.net_input_bytes);
+    appendf(&out, "total_net_output_bytes:%" PRIu64, stats_.net_output_bytes);
+    appendf(&out, "rejected_connections:%" PRIu64, stats_.rejected_connections);
+    appendf(&out, "expired_keys:%" PRIu64, stats_.expired_keys);
+    appendf(&out, "evicted_keys:0");
+    appendf(&out, "keyspace_hits:%" PRIu64, stats_.keyspace_hits);
+    appendf(&out, "keyspace_misses:%" PRIu64, stats_.keyspace_misses);
+  }
+  if (on("replication")) {
+    section("Replication");
+    appendf(&out, "role:master");
+    appendf(&out, "connected_slaves:0");
+  }
+  if (on("cpu")) {
+    section("CPU");
+    rusage ru{};
+    ::getrusage(RUSAGE_SELF, &ru);
+    appendf(&out, "used_cpu_sys:%ld.%06ld", static_cast<long>(ru.ru_stime.tv_sec), static_cast<long>(ru.ru_stime.tv_usec));
+    appendf(&out, "used_cpu_user:%ld.%06ld", static_cast<long>(ru.ru_utime.tv_sec), static_cast<long>(ru.ru_utime.tv_usec));
+  }
+  if (on("transports")) {
+    section("Transports");
+    // Closed connections' totals plus the live ones' counters (Connection::stats()).
+    std::map<std::string, std::pair<TransportTotals, uint64_t>> t;
+    for (const auto& [k, v] : transport_totals_) t[k].first = v;
+    for (const ClientConn* c = clients_head_; c != nullptr; c = c->next) {
+      auto& [tot, active] = t[c->scheme];
+      const transport::ConnStats& s = c->conn->stats();
+      tot.stats.bytes_read += s.bytes_read;
+      tot.stats.bytes_written += s.bytes_written;
+      tot.stats.reads += s.reads;
+      tot.stats.writes += s.writes;
+      tot.stats.read_would_block += s.read_would_block;
+      tot.stats.write_would_block += s.write_would_block;
+      tot.stats.wakeups += s.wakeups;
+      ++active;
+    }
+    for (const auto& [scheme, v] : t) {
+      const auto& s = v.first.stats;
+      appendf(&out, "transport_%s:connections_received=%" PRIu64 ",connected=%" PRIu64 ",bytes_read=%" PRIu64
+          ",bytes_written=%" PRIu64 ",reads=%" PRIu64 ",writes=%" PRIu64 ",read_would_block=%" PRIu64
+          ",write_would_block=%" PRIu64 ",wakeups=%" PRIu64,
+          scheme.c_str(), v.first.connections, v.second, s.bytes_read, s.bytes_written, s.reads, s.writes,
+          s.read_would_block, s.write_would_block, s.wakeups);
+    }
+  }
+  if (on("keyspace")) {
+    section("Keyspace");
+    for (const auto& d : dbs_)
+      if (d->size() > 0)
+        appendf(&out, "db%d:keys=%zu,expires=%zu,avg_ttl=%" PRId64, d->index(), d->size(), d->expires(), d->avg_ttl);
+  }
+  return out;
+}
+
+namespace {
+
+struct ConfigItem {
+  const char* name;
+  bool mutable_;
+  std::string (*get)(const ServerImpl&);
+  // Returns "" or the reason the value was refused.
+  std::string (*set)(ServerImpl&, std::string_view);
+};
+
+std::string yesno(bool b) { return b ? "yes" : "no"; }
+
+std::string set_u32(uint32_t* dst, std::string_view v, uint32_t min, uint32_t max) {
+  int64_t n;
+  if (!string2ll(v, &n)) return "argument couldn't be parsed into an integer";
+  if (n < min || n > max) return "argument must be between " + std::to_string(min) + " and " + std::to_string(max) + " inclusive";
+  *dst = static_cast<uint32_t>(n);
+  return "";
+}
+
+std::string set_mem(uint64_t* dst, std::string_view v) {
+  uint64_t n;
+  if (!parse_memory(v, &n)) return "argument must be a memory value";
+  *dst = n;
+  return "";
+}
+
+const ConfigItem kConfig[] = {
+    {"bind", false, [](const ServerImpl& s) { return s.options_.bind; }, nullptr},
+    {"port", false, [](const ServerImpl& s) { return std::to_string(s.options_.port); }, nullptr},
+    {"shm-name", false, [](const ServerImpl& s) { return s.options_.shm_name; }, nullptr},
+    {"shm-busy-poll-us", false, [](const ServerImpl& s) { return std::to_string(s.options_.shm_busy_poll_us); }, nullptr},
+    {"rdma-port", false, [](const ServerImpl& s) { return std::to_string(std::max(s.options_.rdma_port, 0)); }, nullptr},
+    {"requirepass", true, [](const ServerImpl& s) { return s.options_.requirepass; },
+     [](ServerImpl& s, std::string_view v) {
+       s.options_.requirepass = std::string(v);
+       return std::string();
+     }},
+    {"protected-mode", true, [](const ServerImpl& s) { return yesno(s.options_.protected_mode); },
+     [](ServerImpl& s, std::string_view v) {
+       return parse_yesno(v, &s.options_.protected_mode) ? std::string() : std::string("argument must be 'yes' or 'no'");
+     }},
+    {"maxclients", true, [](const ServerImpl& s) { return std::to_string(s.options_.maxclients); },
+     [](ServerImpl& s, std::string_view v) { return set_u32(&s.options_.maxclients, v, 1, 1000000); }},
+    {"maxmemory", true, [](const ServerImpl& s) { return std::to_string(s.options_.maxmemory); },
+     [](ServerImpl& s, std::string_view v) { return set_mem(&s.options_.maxmemory, v); }},
+    {"maxmemory-policy", true, [](const ServerImpl&) { return std::string("noeviction"); },
+     [](ServerImpl&, std::string_view v) {
+       return eq_nocase(v, "noeviction") ? std::string() : std::string("only 'noeviction' is supported");
+     }},
+    {"databases", false, [](const ServerImpl& s) { return std::to_string(s.options_.databases); }, nullptr},
+    {"timeout", true, [](const ServerImpl& s) { return std::to_string(s.options_.timeout); },
+     [](ServerImpl& s, std::string_view v) { return set_u32(&s.options_.timeout, v, 0, INT32_MAX); }},
+    {"hz", true, [](const ServerImpl& s) { return std::to_string(s.options_.hz); },
+     [](ServerImpl& s, std::string_view v) { return set_u32(&s.options_.hz, v, 1, 500); }},
+    {"appendonly", false, [](const ServerImpl& s) { return yesno(s.aof_ != nullptr); }, nullptr},
+    {"appendfsync", true, [](const ServerImpl& s) { return std::string(appendfsync_name(s.options_.appendfsync)); },
+     [](ServerImpl& s, std::string_view v) {
+       if (!parse_appendfsync(v, &s.options_.appendfsync)) return std::string("argument(s) must be one of the following: always, everysec, no");
+       if (s.aof_) s.aof_->set_policy(s.options_.appendfsync);
+       return std::string();
+     }},
+    {"dir", false, [](const ServerImpl& s) { return s.options_.dir; }, nullptr},
+    {"appendfilename", false, [](const ServerImpl& s) { return s.options_.appendfilename; }, nullptr},
+    {"aof-load-truncated", true, [](const ServerImpl& s) { return yesno(s.options_.aof_load_truncated); },
+     [](ServerImpl& s, std::string_view v) {
+       return parse_yesno(v, &s.options_.aof_load_truncated) ? std::string() : std::string("argument must be 'yes' or 'no'");
+     }},
+    {"auto-aof-rewrite-percentage", true,
+     [](const ServerImpl& s) { return std::to_string(s.options_.auto_aof_rewrite_percentage); },
+     [](ServerImpl& s, std::string_view v) { return set_u32(&s.options_.auto_aof_rewrite_percentage, v, 0, INT32_MAX); }},
+    {"auto-aof-rewrite-min-size", true,
+     [](const ServerImpl& s) { return std::to_string(s.options_.auto_aof_rewrite_min_size); },
+     [](ServerImpl& s, std::string_view v) { return set_mem(&s.options_.auto_aof_rewrite_min_size, v); }},
+    {"proto-max-bulk-len", true, [](const ServerImpl& s) { return std::to_string(s.options_.limits.max_bulk_len); },
+     [](ServerImpl& s, std::string_view v) {
+       uint64_t n;
+       if (!parse_memory(v, &n) || n < 1024 * 1024) return std::string("argument must be a memory value of at least 1mb");
+       s.options_.limits.max_bulk_len = n;
+       for (auto* c : s.clients()) const_cast<ClientConn*>(c)->parser.set_limits(s.options_.limits);
+       return std::string();
+     }},
+    {"client-query-buffer-limit", true,
+     [](const ServerImpl& s) { return std::to_string(s.options_.limits.max_query_buffer); },
+     [](ServerImpl& s, std::string_view v) {
+       uint64_t n;
+       if (!parse_memory(v, &n) || n < 1024 * 1024) return std::string("argument must be a memory value of at least 1mb");
+       s.options_.limits.max_query_buffer = n;
+       return std::string();
+     }},
+    {"client-output-buffer-limit", true,
+     [](const ServerImpl& s) {
+       return "normal " + std::to_string(s.options_.output_hard_limit) + " " + std::to_string(s.options_.output_soft_limit) +
+              " " + std::to_string(s.options_.output_soft_seconds);
+     },
+     [](ServerImpl& s, std::string_view v) {
+       std::vector<std::string> w;
+       std::string cur;
+       for (char ch : std::string(v) + " ") {
+         if (ch == ' ') {
+           if (!cur.empty()) w.push_back(cur);
+           cur.clear();
+         } else {
+           cur += ch;
+         }
+       }
+       if (w.size() != 4 || !eq_nocase(w[0], "normal")) return std::string("expected 'normal <hard> <soft> <soft-seconds>'");
+       uint64_t hard, soft;
+       int64_t secs;
+       if (!parse_memory(w[1], &hard) || !parse_memory(w[2], &soft) || !string2ll(w[3], &secs) || secs < 0)
+         return std::string("invalid client-output-buffer-limit values");
+       s.options_.output_hard_limit = hard;
+       s.options_.output_soft_limit = soft;
+       s.options_.output_soft_seconds = static_cast<uint32_t>(secs);
+       return std::string();
+     }},
+    {"client-output-pause-bytes", true,
+     [](const ServerImpl& s) { return std::to_string(s.options_.output_pause_bytes); },
+     [](ServerImpl& s, std::string_view v) {
+       uint64_t n;
+       if (!parse_memory(v, &n) || n < 1024) return std::string("argument must be a memory value of at least 1kb");
+       s.options_.output_pause_bytes = n;
+       return std::string();
+     }},
+    {"io-threads", false, [](const ServerImpl& s) { return std::to_string(s.options_.io_threads); }, nullptr},
+    {"save", true, [](const ServerImpl&) { return std::string(); },
+     [](ServerImpl&, std::string_view v) {
+       return v.empty() ? std::string() : std::string("RDB snapshots are not supported (use appendonly)");
+     }},
+    {"logfile", false, [](const ServerImpl& s) { return s.options_.logfile; }, nullptr},
+};
+
+}  // namespace
+
+std::vector<std::pair<std::string, std::string>> ServerImpl::config_get(std::string_view pattern) const {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const ConfigItem& item : kConfig)
+    if (glob_match(pattern, item.name, true)) out.emplace_back(item.name, item.get(*this));
+  return out;
+}
+
+std::string ServerImpl::config_set(std::string_view name, std::string_view value) {
+  for (const ConfigItem& item : kConfig) {
+    if (!eq_nocase(name, item.name)) continue;
+    if (!item.mutable_ || item.set == nullptr)
+      return "ERR CONFIG SET failed (possibly related to argument '" + std::string(item.name) +
+             "') - can't set immutable config";
+    const std::string err = item.set(*this, value);
+    if (!err.empty())
+      return "ERR CONFIG SET failed (possibly related to argument '" + std::string(item.name) + "') - " + err;
+    return "";
+  }
+  return "ERR Unknown option or number of arguments for CONFIG SET - '" + std::string(name) + "'";
+}
+
+// --- Server (public) --------------------------------------------------------------------------------
+
+Server::Server(std::unique_ptr<ServerImpl> impl) : impl_(std::move(impl)) {}
+Server::~Server() = default;
+
+Result<std::unique_ptr<Server>> Server::create(reactor::EventLoop& loop, const ServerOptions& options) {
+  auto impl = std::make_unique<ServerImpl>(loop, options);
+  Status s = impl->start();
+  if (!s.ok()) {
+    impl->shutdown();
+    return s;
+  }
+  return std::unique_ptr<Server>(new Server(std::move(impl)));
+}
+
+std::vector<std::string> Server::listen_urls() const {
+  std::vector<std::string> v;
+  for (const auto& [url, l] : impl_->listeners_) v.push_back(l->url());
+  return v;
+}
+
+void Server::set_shutdown_handler(std::function<void()> fn) { impl_->shutdown_handler_ = std::move(fn); }
+void Server::shutdown() { impl_->shutdown(); }
+ServerStats Server::stats() const { return impl_->stats_; }
+std::string Server::info(const std::string& section) const { return impl_->info(section); }
+
+}  // namespace conduit::kv

@@ -1,0 +1,254 @@
+// Private to the kv layer: the server's state, the command table and what command
+// implementations (commands_*.cc) see.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "aof.h"
+#include "conduit/kv/resp.h"
+#include "conduit/kv/server.h"
+#include "conduit/reactor/event_loop.h"
+#include "conduit/transport/connection.h"
+#include "store.h"
+
+namespace conduit::kv {
+
+class ServerImpl;
+struct CommandContext;
+struct ClientConn;
+
+enum CommandFlags : uint32_t {
+  kCmdWrite = 1u << 0,     // may change data: propagated to the AOF when it did
+  kCmdReadonly = 1u << 1,
+  kCmdDenyOom = 1u << 2,   // refused with -OOM above maxmemory
+  kCmdFast = 1u << 3,
+  kCmdNoAuth = 1u << 4,    // allowed before AUTH
+  kCmdAdmin = 1u << 5,
+  kCmdLoading = 1u << 6,
+  kCmdStale = 1u << 7,
+};
+
+using CommandFn = void (*)(CommandContext&);
+
+struct CommandDef {
+  const char* name;  // lower case, as Redis' "fullname"
+  CommandFn fn;
+  int arity;         // > 0 exactly, < 0 at least -arity arguments (name included)
+  uint32_t flags;
+  int first_key, last_key, key_step;
+  const char* group;
+  const char* summary;
+  const char* since;
+};
+
+// The command tables, one per source file.
+std::span<const CommandDef> string_key_commands();
+std::span<const CommandDef> collection_commands();
+std::span<const CommandDef> server_commands();
+
+// What a command knows about the client that sent it.  The AOF loader uses one with
+// `internal` set (no connection).
+struct ClientState {
+  uint64_t id = 0;
+  std::string name;
+  int db = 0;
+  RespVersion resp = RespVersion::kResp2;
+  bool authenticated = false;
+  bool close_after_reply = false;
+  bool internal = false;
+  ClientConn* conn = nullptr;
+  int64_t created_ms = 0;
+  int64_t last_interaction_ms = 0;
+  const CommandDef* last_cmd = nullptr;
+};
+
+struct CommandContext {
+  ServerImpl& server;
+  ClientState& client;
+  Database* db;
+  ReplyWriter& reply;
+  std::span<const std::string_view> argv;
+  int64_t now_ms;
+  const CommandDef* cmd;
+  uint64_t dirty = 0;     // changes made; > 0 propagates the command
+  bool rewritten = false; // propagate prop_args (set by propagate_as) instead of argv
+
+  size_t argc() const { return argv.size(); }
+  std::string_view arg(size_t i) const { return argv[i]; }
+  void error(std::string_view e) { reply.error(e); }
+  // Propagate these arguments instead of argv.  Views must stay valid until the command
+  // returns (use own() for computed strings).
+  void propagate_as(std::initializer_list<std::string_view> args);
+  void propagate_as(std::span<const std::string_view> args);
+  std::string_view own(std::string s);
+};
+
+// Per-transport counters for INFO (scheme -> totals of closed connections).
+struct TransportTotals {
+  uint64_t connections = 0;
+  transport::ConnStats stats;
+};
+
+// One accepted connection.
+struct ClientConn {
+  ServerImpl* server = nullptr;
+  std::unique_ptr<transport::Connection> conn;
+  ClientState state;
+  std::string scheme;      // "tcp", "shm", "rdma"
+  std::string peer;        // cached peer address
+  RequestParser parser;
+  ByteBuffer query;        // unparsed input held across reads (empty for most clients)
+  ByteBuffer out;          // replies not yet written
+  ReplyWriter writer{&out};
+  bool write_handler_on = false;
+  bool read_paused = false;       // stopped reading: unsent replies above output_pause_bytes
+  bool pending_commit = false;    // replies wait for the AOF to be written
+  bool closed = false;
+  int64_t soft_limit_since_ms = 0;  // when output first exceeded the soft limit
+  int64_t last_write_progress_ms = 0;
+  ClientConn* prev = nullptr;
+  ClientConn* next = nullptr;
+};
+
+class ServerImpl {
+ public:
+  ServerImpl(reactor::EventLoop& loop, const ServerOptions& options);
+  ~ServerImpl();
+
+  Status start();
+  void shutdown();
+
+  // --- command execution (also used by the AOF loader) ---------------------------------
+  // Runs one command for `client`, writing its reply to `reply`.
+  void execute(ClientState& client, std::span<const std::string_view> argv, ReplyWriter& reply);
+  const CommandDef* find_command(std::string_view name) const;
+  std::span<const CommandDef* const> commands() const { return command_list_; }
+
+  // Lazy expiry: the entry if alive, else deletes it (propagating DEL) and returns null.
+  Entry* lookup(Database& db, std::string_view key);
+  // Deletes an expired entry: stats, DEL to the AOF.
+  void expire_entry(Database& db, Entry* e);
+  Database& db(int i) { return *dbs_[static_cast<size_t>(i)]; }
+  int num_dbs() const { return static_cast<int>(dbs_.size()); }
+  int64_t now_ms() const { return now_ms_; }
+  void refresh_time();
+  bool loading() const { return loading_; }
+  uint64_t used_memory();
+  void propagate(int db, std::span<const std::string_view> args);
+
+  // --- server features the commands reach -----------------------------------------------
+  std::string info(std::string_view sections);
+  // CONFIG GET pattern -> (name, value) pairs; CONFIG SET name value -> error text or "".
+  std::vector<std::pair<std::string, std::string>> config_get(std::string_view pattern) const;
+  std::string config_set(std::string_view name, std::string_view value);
+  std::string client_list_line(const ClientConn& c) const;
+  std::vector<const ClientConn*> clients() const;
+  ClientConn* find_client(uint64_t id) const;
+  void kill_client(ClientConn* c);
+  std::string bgrewriteaof();
+  void request_shutdown();
+  void reset_stats();
+
+  ServerOptions options_;
+  reactor::EventLoop& loop_;
+  ServerStats stats_;
+  std::map<std::string, TransportTotals> transport_totals_;
+  std::function<void()> shutdown_handler_;
+  int64_t start_time_ms_ = 0;
+  uint64_t start_mono_ns_ = 0;
+  uint64_t rdb_changes_since_save_ = 0;  // "dirty" in Redis' INFO persistence
+  uint64_t aof_rewrites_scheduled_ = 0;
+  std::vector<std::pair<std::string, std::unique_ptr<transport::Listener>>> listeners_;
+  std::unique_ptr<Aof> aof_;
+  std::deque<std::string> prop_storage_;  // own(): cleared after each command
+  std::vector<std::string_view> prop_args_;
+  uint64_t rng_state_ = 0x853c49e6748fea9bull;
+  uint64_t random64();
+
+ private:
+  friend class Server;
+  friend struct ClientConnOps;
+  void build_command_table();
+  Status open_listener(const std::string& url);
+  void on_accept(std::unique_ptr<transport::Connection> conn);
+  void on_readable(ClientConn* c);
+  void process_input(ClientConn* c, const char* data, size_t len, bool from_query);
+  void after_batch(ClientConn* c);
+  bool flush_client(ClientConn* c);  // false if the client was closed
+  void on_writable(ClientConn* c);
+  void close_client(ClientConn* c, std::string_view why);
+  void schedule_commit();
+  void commit();
+  void cron();
+  void active_expire_cycle();
+  void clients_cron();
+  void aof_cron();
+  bool write_snapshot(int fd);
+  void on_rewrite_done();
+  void update_ops_sample();
+
+  std::vector<std::unique_ptr<Database>> dbs_;
+  // Command lookup: open addressing over lower-case names.
+  std::vector<const CommandDef*> command_slots_;
+  std::vector<const CommandDef*> command_list_;
+  std::map<std::string, uint64_t> command_calls_;
+
+  ClientConn* clients_head_ = nullptr;
+  size_t num_clients_ = 0;
+  uint64_t next_client_id_ = 1;
+  ClientConn* cron_cursor_ = nullptr;
+  std::vector<ClientConn*> pending_commit_;
+  bool commit_scheduled_ = false;
+  std::vector<char> scratch_;  // read buffer shared by all clients of this loop
+  int64_t now_ms_ = 0;
+  bool loading_ = false;
+  bool shut_down_ = false;
+  reactor::TimerId cron_timer_ = 0;
+  uint64_t cron_loops_ = 0;
+  int64_t used_memory_at_ms_ = -1;
+  uint64_t used_memory_ = 0;
+  int expire_db_cursor_ = 0;
+
+  // Rewrite child watch.
+  struct PipeWatch : reactor::FdHandler {
+    ServerImpl* s = nullptr;
+    void on_events(uint32_t) override { s->on_rewrite_done(); }
+  } rewrite_watch_;
+  int rewrite_fd_ = -1;
+
+  // instantaneous_ops_per_sec: samples of (time, commands) every cron tick.
+  static constexpr int kOpsSamples = 16;
+  uint64_t ops_sample_[kOpsSamples] = {};
+  int ops_sample_idx_ = 0;
+  uint64_t ops_last_cmds_ = 0;
+  uint64_t ops_last_ns_ = 0;
+};
+
+// Shared helpers for command implementations.
+inline constexpr std::string_view kWrongType = "WRONGTYPE Operation against a key holding the wrong kind of value";
+inline constexpr std::string_view kNotInteger = "ERR value is not an integer or out of range";
+inline constexpr std::string_view kSyntaxError = "ERR syntax error";
+inline constexpr std::string_view kNotFloat = "ERR value is not a valid float";
+
+Entry* lookup_read(CommandContext& ctx, std::string_view key);
+Entry* lookup_write(CommandContext& ctx, std::string_view key);
+// Replies WRONGTYPE and returns false when e is not of type t.
+bool check_type(CommandContext& ctx, const Entry* e, Type t);
+bool get_ll(CommandContext& ctx, std::string_view s, int64_t* out, std::string_view err = kNotInteger);
+bool get_double(CommandContext& ctx, std::string_view s, double* out, std::string_view err = kNotFloat);
+bool eq_nocase(std::string_view a, std::string_view b);
+std::string wrong_args(std::string_view cmd);
+// Redis' stringmatchlen: glob with * ? [...] and \ escapes.
+bool glob_match(std::string_view pattern, std::string_view s, bool nocase = false);
+// Deletes the key (a write: the caller counts dirty).
+void delete_entry(CommandContext& ctx, Entry* e);
+
+}  // namespace conduit::kv

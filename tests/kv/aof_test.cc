@@ -1,0 +1,231 @@
+// The append-only file: replay of every type, absolute expiry, fsync policies, torn last
+// record, corruption refusal, and BGREWRITEAOF while serving.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "kv_test_util.h"
+
+namespace conduit::kv {
+namespace {
+
+using testing::fmt;
+using testing::ServerThread;
+using testing::TempDir;
+
+ServerOptions aof_options(const TempDir& dir, AppendFsync f = AppendFsync::kAlways) {
+  ServerOptions o;
+  o.port = 0;
+  o.appendonly = true;
+  o.appendfsync = f;
+  o.dir = dir.path();
+  return o;
+}
+
+std::string read_file(const std::string& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+void append_file(const std::string& p, const std::string& bytes) {
+  std::ofstream f(p, std::ios::binary | std::ios::app);
+  f << bytes;
+}
+
+std::string aof_path(const TempDir& d) { return d.path() + "/appendonly.aof"; }
+
+TEST(Aof, EveryTypeSurvivesARestart) {
+  TempDir dir;
+  {
+    ServerThread s(aof_options(dir));
+    ASSERT_TRUE(s.ok()) << s.status().to_string();
+    auto c = Client::connect(s.url("tcp"));
+    ASSERT_TRUE(c.ok());
+    auto& k = **c;
+    EXPECT_EQ(fmt(k.command({"SET", "s", "v"})), "+OK");
+    EXPECT_EQ(fmt(k.command({"SET", "ttl", "v", "EX", "1000"})), "+OK");
+    EXPECT_EQ(fmt(k.command({"SET", "gone", "v", "PX", "1"})), "+OK");
+    EXPECT_EQ(fmt(k.command({"INCRBY", "n", "41"})), ":41");
+    EXPECT_EQ(fmt(k.command({"INCR", "n"})), ":42");
+    EXPECT_EQ(fmt(k.command({"RPUSH", "l", "a", "b", "c"})), ":3");
+    EXPECT_EQ(fmt(k.command({"LPOP", "l"})), "\"a\"");
+    EXPECT_EQ(fmt(k.command({"HSET", "h", "f", "v", "g", "w"})), ":2");
+    EXPECT_EQ(fmt(k.command({"SADD", "set", "x", "y", "z"})), ":3");
+    EXPECT_EQ(k.command({"SPOP", "set"})->type, ReplyType::kBulk);
+    EXPECT_EQ(fmt(k.command({"ZADD", "z", "1.5", "a", "2", "b"})), ":2");
+    EXPECT_EQ(fmt(k.command({"XADD", "st", "5-1", "f", "v"})), "\"5-1\"");
+    EXPECT_EQ(k.command({"XADD", "st", "*", "f", "v"})->type, ReplyType::kBulk);
+    EXPECT_EQ(fmt(k.command({"SELECT", "5"})), "+OK");
+    EXPECT_EQ(fmt(k.command({"SET", "in5", "five"})), "+OK");
+    EXPECT_EQ(fmt(k.command({"SELECT", "0"})), "+OK");
+    EXPECT_EQ(fmt(k.command({"DEL", "nothing"})), ":0");
+    EXPECT_EQ(fmt(k.command({"SET", "del", "x"})), "+OK");
+    EXPECT_EQ(fmt(k.command({"DEL", "del"})), ":1");
+    EXPECT_EQ(fmt(k.command({"EXPIRE", "s", "500"})), ":1");
+  }
+  const std::string content = read_file(aof_path(dir));
+  // Relative expiries are logged as absolute times; random choices as their outcome.
+  EXPECT_NE(content.find("PXAT"), std::string::npos);
+  EXPECT_NE(content.find("PEXPIREAT"), std::string::npos);
+  EXPECT_NE(content.find("SREM"), std::string::npos);
+  EXPECT_EQ(content.find("SPOP"), std::string::npos);
+  EXPECT_EQ(content.find("$4\r\nGET\r\n"), std::string::npos);
+
+  ServerThread s(aof_options(dir));
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  auto c = Client::connect(s.url("tcp"));
+  auto& k = **c;
+  EXPECT_EQ(fmt(k.command({"GET", "s"})), "\"v\"");
+  EXPECT_EQ(fmt(k.command({"TTL", "s"})), ":500");
+  auto ttl = k.command({"TTL", "ttl"});
+  EXPECT_GT(ttl->integer, 990);
+  EXPECT_EQ(fmt(k.command({"GET", "gone"})), "nil");
+  EXPECT_EQ(fmt(k.command({"GET", "n"})), "\"42\"");
+  EXPECT_EQ(fmt(k.command({"LRANGE", "l", "0", "-1"})), "[\"b\", \"c\"]");
+  EXPECT_EQ(fmt(k.command({"HGET", "h", "g"})), "\"w\"");
+  EXPECT_EQ(fmt(k.command({"SCARD", "set"})), ":2");
+  EXPECT_EQ(fmt(k.command({"ZSCORE", "z", "a"})), "\"1.5\"");
+  EXPECT_EQ(fmt(k.command({"XLEN", "st"})), ":2");
+  EXPECT_EQ(fmt(k.command({"EXISTS", "del"})), ":0");
+  EXPECT_EQ(fmt(k.command({"SELECT", "5"})), "+OK");
+  EXPECT_EQ(fmt(k.command({"GET", "in5"})), "\"five\"");
+}
+
+TEST(Aof, AlwaysMeansOnDiskBeforeTheReply) {
+  TempDir dir;
+  ServerThread s(aof_options(dir, AppendFsync::kAlways));
+  auto c = Client::connect(s.url("tcp"));
+  for (int i = 0; i < 20; ++i) {
+    const std::string v = "value-" + std::to_string(i);
+    EXPECT_EQ(fmt((*c)->command({"SET", "k", v})), "+OK");
+    // The reply came: the record is in the file already.
+    EXPECT_NE(read_file(aof_path(dir)).find(v), std::string::npos) << i;
+  }
+  EXPECT_NE(s.info("persistence").find("aof_fsync_policy:always"), std::string::npos);
+}
+
+TEST(Aof, TornLastRecordIsDroppedWithAWarning) {
+  TempDir dir;
+  {
+    ServerThread s(aof_options(dir));
+    auto c = Client::connect(s.url("tcp"));
+    EXPECT_EQ(fmt((*c)->command({"SET", "a", "1"})), "+OK");
+    EXPECT_EQ(fmt((*c)->command({"SET", "b", "2"})), "+OK");
+  }
+  const uint64_t good = read_file(aof_path(dir)).size();
+  append_file(aof_path(dir), "*3\r\n$3\r\nSET\r\n$1\r\nc\r\n$10\r\nonly-half");  // crash mid-write
+  ServerThread s(aof_options(dir));
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  auto c = Client::connect(s.url("tcp"));
+  EXPECT_EQ(fmt((*c)->command({"GET", "a"})), "\"1\"");
+  EXPECT_EQ(fmt((*c)->command({"GET", "b"})), "\"2\"");
+  EXPECT_EQ(fmt((*c)->command({"GET", "c"})), "nil");
+  // The torn bytes were cut off, and new writes append after the last good record.
+  EXPECT_EQ(fmt((*c)->command({"SET", "d", "4"})), "+OK");
+  const std::string content = read_file(aof_path(dir));
+  EXPECT_EQ(content.find("only-half"), std::string::npos);
+  EXPECT_GT(content.size(), good);
+}
+
+TEST(Aof, TornTailRefusedWhenTruncationIsOff) {
+  TempDir dir;
+  append_file(aof_path(dir), "*2\r\n$3\r\nGET\r\n$1");
+  ServerOptions o = aof_options(dir);
+  o.aof_load_truncated = false;
+  ServerThread s(o);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.status().to_string().find("incomplete command"), std::string::npos) << s.status().to_string();
+}
+
+TEST(Aof, CorruptionBeforeTheEndRefusesToStart) {
+  TempDir dir;
+  {
+    ServerThread s(aof_options(dir));
+    auto c = Client::connect(s.url("tcp"));
+    for (int i = 0; i < 10; ++i) EXPECT_EQ(fmt((*c)->command({"SET", "k" + std::to_string(i), "v"})), "+OK");
+  }
+  std::string content = read_file(aof_path(dir));
+  const size_t at = content.find("*3", content.size() / 2);
+  ASSERT_NE(at, std::string::npos);
+  content[at] = '#';  // garbage in the middle
+  {
+    std::ofstream f(aof_path(dir), std::ios::binary | std::ios::trunc);
+    f << content;
+  }
+  ServerThread s(aof_options(dir));
+  ASSERT_FALSE(s.ok());
+  const std::string msg = s.status().to_string();
+  EXPECT_NE(msg.find("corrupt at offset " + std::to_string(at)), std::string::npos) << msg;
+  EXPECT_NE(msg.find("refusing"), std::string::npos) << msg;
+  // Unknown commands and failing commands count as corruption too.
+  TempDir dir2;
+  append_file(aof_path(dir2), "*1\r\n$7\r\nNOTACMD\r\n*2\r\n$3\r\nGET\r\n$1\r\nk\r\n");
+  ServerThread s2(aof_options(dir2));
+  EXPECT_FALSE(s2.ok());
+  EXPECT_NE(s2.status().to_string().find("at offset 0"), std::string::npos) << s2.status().to_string();
+}
+
+TEST(Aof, BgrewriteaofCompactsWhileServing) {
+  TempDir dir;
+  ServerOptions o = aof_options(dir, AppendFsync::kEverysec);
+  {
+    ServerThread s(o);
+    auto c = Client::connect(s.url("tcp"));
+    auto& k = **c;
+    std::vector<std::vector<std::string>> cmds;
+    for (int i = 0; i < 5000; ++i) cmds.push_back({"SET", "hot", std::to_string(i)});
+    for (int i = 0; i < 300; ++i) cmds.push_back({"RPUSH", "list", std::to_string(i)});
+    for (int i = 0; i < 100; ++i) cmds.push_back({"HSET", "h", "f" + std::to_string(i), "v"});
+    for (int i = 0; i < 100; ++i) cmds.push_back({"ZADD", "z", std::to_string(i) + ".25", "m" + std::to_string(i)});
+    cmds.push_back({"SET", "exp", "v", "EX", "1000"});
+    ASSERT_TRUE(k.pipeline(cmds).ok());
+    const size_t before = read_file(aof_path(dir)).size();
+    EXPECT_EQ(fmt(k.command({"BGREWRITEAOF"})), "+Background append only file rewriting started");
+    // Writes during the rewrite must survive it.
+    for (int i = 0; i < 200; ++i) ASSERT_EQ(fmt(k.command({"INCR", "during"})), ":" + std::to_string(i + 1));
+    std::string info;
+    for (int i = 0; i < 500; ++i) {
+      info = s.info("persistence");
+      if (info.find("aof_rewrite_in_progress:0") != std::string::npos && info.find("aof_rewrites:1") != std::string::npos)
+        break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    EXPECT_NE(info.find("aof_rewrites:1"), std::string::npos) << info;
+    EXPECT_NE(info.find("aof_last_bgrewrite_status:ok"), std::string::npos) << info;
+    EXPECT_EQ(fmt(k.command({"INCR", "during"})), ":201");
+    const size_t after = read_file(aof_path(dir)).size();
+    EXPECT_LT(after, before / 3) << before << " -> " << after;
+  }
+  ServerThread s(o);
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  auto c = Client::connect(s.url("tcp"));
+  auto& k = **c;
+  EXPECT_EQ(fmt(k.command({"GET", "hot"})), "\"4999\"");
+  EXPECT_EQ(fmt(k.command({"LLEN", "list"})), ":300");
+  EXPECT_EQ(fmt(k.command({"LINDEX", "list", "299"})), "\"299\"");
+  EXPECT_EQ(fmt(k.command({"HLEN", "h"})), ":100");
+  EXPECT_EQ(fmt(k.command({"ZSCORE", "z", "m3"})), "\"3.25\"");
+  EXPECT_EQ(fmt(k.command({"GET", "during"})), "\"201\"");
+  EXPECT_GT(k.command({"TTL", "exp"})->integer, 990);
+}
+
+TEST(Aof, NoFileMeansEmptyAndIsCreated) {
+  TempDir dir;
+  ServerThread s(aof_options(dir, AppendFsync::kNo));
+  ASSERT_TRUE(s.ok());
+  auto c = Client::connect(s.url("tcp"));
+  EXPECT_EQ(fmt((*c)->command({"DBSIZE"})), ":0");
+  EXPECT_EQ(fmt((*c)->command({"SET", "a", "b"})), "+OK");
+  struct stat st{};
+  EXPECT_EQ(::stat(aof_path(dir).c_str(), &st), 0);
+}
+
+}  // namespace
+}  // namespace conduit::kv

@@ -1,0 +1,547 @@
+// Commands over real connections, once per transport (tcp, and shm where available).
+// Expected replies and error texts are Redis 7.0's.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <set>
+#include <thread>
+
+#include "kv_test_util.h"
+
+namespace conduit::kv {
+namespace {
+
+using testing::fmt;
+using testing::ServerThread;
+
+class Commands : public ::testing::TestWithParam<std::string> {
+ protected:
+  static void SetUpTestSuite() {
+    ServerOptions o;
+    o.port = 0;
+    o.hz = 50;  // quicker active expiry for the expiry test
+    if (testing::shm_available()) o.shm_name = testing::unique_name("kv-commands");
+    server_ = new ServerThread(o);
+    ASSERT_TRUE(server_->ok()) << server_->status().to_string();
+  }
+  static void TearDownTestSuite() {
+    delete server_;
+    server_ = nullptr;
+  }
+  void SetUp() override {
+    if (GetParam() == "shm" && !testing::shm_available()) GTEST_SKIP() << "shm transport not available";
+    const std::string url = server_->url(GetParam());
+    ASSERT_FALSE(url.empty());
+    auto c = Client::connect(url);
+    ASSERT_TRUE(c.ok()) << c.status().to_string();
+    c_ = std::move(c).value();
+    ASSERT_EQ(r({"FLUSHALL"}), "+OK");
+  }
+  std::string r(std::initializer_list<std::string_view> args) { return fmt(c_->command(args)); }
+  std::string r(const std::vector<std::string>& args) { return fmt(c_->command(args)); }
+
+  static ServerThread* server_;
+  std::unique_ptr<Client> c_;
+};
+ServerThread* Commands::server_ = nullptr;
+
+TEST_P(Commands, PingEchoUnknownArity) {
+  EXPECT_EQ(r({"PING"}), "+PONG");
+  EXPECT_EQ(r({"ping", "hi"}), "\"hi\"");
+  EXPECT_EQ(r({"PING", "a", "b"}), "-ERR wrong number of arguments for 'ping' command");
+  EXPECT_EQ(r({"ECHO", "x y"}), "\"x y\"");
+  EXPECT_EQ(r({"NOSUCH", "a", "b"}), "-ERR unknown command 'NOSUCH', with args beginning with: 'a' 'b' ");
+  EXPECT_EQ(r({"GET"}), "-ERR wrong number of arguments for 'get' command");
+  EXPECT_EQ(r({"SET", "k"}), "-ERR wrong number of arguments for 'set' command");
+  EXPECT_EQ(r({"GeT", "nokey"}), "nil");
+}
+
+TEST_P(Commands, SetGetAndOptions) {
+  EXPECT_EQ(r({"SET", "k", "v"}), "+OK");
+  EXPECT_EQ(r({"GET", "k"}), "\"v\"");
+  EXPECT_EQ(r({"SET", "k", "v2", "NX"}), "nil");
+  EXPECT_EQ(r({"SET", "k2", "v", "XX"}), "nil");
+  EXPECT_EQ(r({"SET", "k", "v3", "XX", "GET"}), "\"v\"");
+  EXPECT_EQ(r({"GET", "k"}), "\"v3\"");
+  EXPECT_EQ(r({"SET", "n", "1", "GET"}), "nil");
+  EXPECT_EQ(r({"SET", "k", "v", "EX", "100"}), "+OK");
+  EXPECT_EQ(r({"TTL", "k"}), ":100");
+  EXPECT_EQ(r({"SET", "k", "w", "KEEPTTL"}), "+OK");
+  EXPECT_EQ(r({"TTL", "k"}), ":100");
+  EXPECT_EQ(r({"SET", "k", "w"}), "+OK");
+  EXPECT_EQ(r({"TTL", "k"}), ":-1");
+  EXPECT_EQ(r({"SET", "k", "v", "PX", "100000"}), "+OK");
+  EXPECT_EQ(r({"TTL", "k"}), ":100");
+  EXPECT_EQ(r({"SET", "k", "v", "NX", "XX"}), "-ERR syntax error");
+  EXPECT_EQ(r({"SET", "k", "v", "EX"}), "-ERR syntax error");
+  EXPECT_EQ(r({"SET", "k", "v", "EX", "10", "PX", "10"}), "-ERR syntax error");
+  EXPECT_EQ(r({"SET", "k", "v", "KEEPTTL", "EX", "10"}), "-ERR syntax error");
+  EXPECT_EQ(r({"SET", "k", "v", "EX", "abc"}), "-ERR value is not an integer or out of range");
+  EXPECT_EQ(r({"SET", "k", "v", "EX", "0"}), "-ERR invalid expire time in 'set' command");
+  EXPECT_EQ(r({"SET", "k", "v", "EX", "-5"}), "-ERR invalid expire time in 'set' command");
+  EXPECT_EQ(r({"SET", "k", "v", "FOO"}), "-ERR syntax error");
+  EXPECT_EQ(r({"LPUSH", "l", "a"}), ":1");
+  EXPECT_EQ(r({"SET", "l", "v", "GET"}), "-WRONGTYPE Operation against a key holding the wrong kind of value");
+  EXPECT_EQ(r({"SET", "l", "v"}), "+OK");  // plain SET replaces any type
+  EXPECT_EQ(r({"TYPE", "l"}), "+string");
+}
+
+TEST_P(Commands, StringCommands) {
+  EXPECT_EQ(r({"SETNX", "a", "1"}), ":1");
+  EXPECT_EQ(r({"SETNX", "a", "2"}), ":0");
+  EXPECT_EQ(r({"SETEX", "b", "100", "x"}), "+OK");
+  EXPECT_EQ(r({"TTL", "b"}), ":100");
+  EXPECT_EQ(r({"SETEX", "b", "0", "x"}), "-ERR invalid expire time in 'setex' command");
+  EXPECT_EQ(r({"SETEX", "b", "x", "x"}), "-ERR value is not an integer or out of range");
+  EXPECT_EQ(r({"GETSET", "a", "9"}), "\"1\"");
+  EXPECT_EQ(r({"GETSET", "zz", "9"}), "nil");
+  EXPECT_EQ(r({"GETDEL", "a"}), "\"9\"");
+  EXPECT_EQ(r({"EXISTS", "a"}), ":0");
+  EXPECT_EQ(r({"GETDEL", "a"}), "nil");
+  EXPECT_EQ(r({"MSET", "x", "1", "y", "2"}), "+OK");
+  EXPECT_EQ(r({"MSET", "x", "1", "y"}), "-ERR wrong number of arguments for 'mset' command");
+  EXPECT_EQ(r({"MGET", "x", "nope", "y"}), "[\"1\", nil, \"2\"]");
+  EXPECT_EQ(r({"APPEND", "s", "ab"}), ":2");
+  EXPECT_EQ(r({"APPEND", "s", "cd"}), ":4");
+  EXPECT_EQ(r({"STRLEN", "s"}), ":4");
+  EXPECT_EQ(r({"STRLEN", "none"}), ":0");
+  EXPECT_EQ(r({"GETRANGE", "s", "1", "-2"}), "\"bc\"");
+  EXPECT_EQ(r({"LPUSH", "l", "a"}), ":1");
+  EXPECT_EQ(r({"GET", "l"}), "-WRONGTYPE Operation against a key holding the wrong kind of value");
+  EXPECT_EQ(r({"APPEND", "l", "a"}), "-WRONGTYPE Operation against a key holding the wrong kind of value");
+  EXPECT_EQ(r({"MGET", "l"}), "[nil]");
+}
+
+TEST_P(Commands, Counters) {
+  EXPECT_EQ(r({"INCR", "c"}), ":1");
+  EXPECT_EQ(r({"INCRBY", "c", "10"}), ":11");
+  EXPECT_EQ(r({"DECR", "c"}), ":10");
+  EXPECT_EQ(r({"DECRBY", "c", "20"}), ":-10");
+  EXPECT_EQ(r({"INCRBY", "c", "x"}), "-ERR value is not an integer or out of range");
+  EXPECT_EQ(r({"SET", "s", "abc"}), "+OK");
+  EXPECT_EQ(r({"INCR", "s"}), "-ERR value is not an integer or out of range");
+  EXPECT_EQ(r({"SET", "s", " 1"}), "+OK");
+  EXPECT_EQ(r({"INCR", "s"}), "-ERR value is not an integer or out of range");
+  EXPECT_EQ(r({"SET", "m", "9223372036854775807"}), "+OK");
+  EXPECT_EQ(r({"INCR", "m"}), "-ERR increment or decrement would overflow");
+  EXPECT_EQ(r({"DECRBY", "m", "-9223372036854775808"}), "-ERR decrement would overflow");
+  EXPECT_EQ(r({"INCRBYFLOAT", "f", "1.5"}), "\"1.5\"");
+  EXPECT_EQ(r({"INCRBYFLOAT", "f", "x"}), "-ERR value is not a valid float");
+  EXPECT_EQ(r({"SET", "t", "5", "EX", "100"}), "+OK");
+  EXPECT_EQ(r({"INCR", "t"}), ":6");
+  EXPECT_EQ(r({"TTL", "t"}), ":100");  // INCR keeps the TTL
+}
+
+TEST_P(Commands, KeysDelExistsTypeRename) {
+  EXPECT_EQ(r({"MSET", "a", "1", "b", "2", "c", "3"}), "+OK");
+  EXPECT_EQ(r({"EXISTS", "a", "a", "nope", "b"}), ":3");
+  EXPECT_EQ(r({"DEL", "a", "nope"}), ":1");
+  EXPECT_EQ(r({"UNLINK", "b"}), ":1");
+  EXPECT_EQ(r({"DBSIZE"}), ":1");
+  EXPECT_EQ(r({"TYPE", "c"}), "+string");
+  EXPECT_EQ(r({"TYPE", "nope"}), "+none");
+  EXPECT_EQ(r({"RENAME", "nope", "x"}), "-ERR no such key");
+  EXPECT_EQ(r({"SET", "d", "4", "EX", "100"}), "+OK");
+  EXPECT_EQ(r({"RENAME", "d", "e"}), "+OK");
+  EXPECT_EQ(r({"GET", "e"}), "\"4\"");
+  EXPECT_EQ(r({"TTL", "e"}), ":100");
+  EXPECT_EQ(r({"EXISTS", "d"}), ":0");
+  EXPECT_EQ(r({"RENAME", "e", "c"}), "+OK");
+  EXPECT_EQ(r({"GET", "c"}), "\"4\"");
+  EXPECT_EQ(r({"MSET", "user:1", "a", "user:2", "b", "other", "c"}), "+OK");
+  auto keys = c_->command({"KEYS", "user:*"});
+  ASSERT_TRUE(keys.ok());
+  std::set<std::string> got;
+  for (const auto& e : keys->elements) got.insert(e.str);
+  EXPECT_EQ(got, (std::set<std::string>{"user:1", "user:2"}));
+  EXPECT_EQ(r({"KEYS", "us?r:[12]"}), keys->elements.size() == 2 ? fmt(*keys) : "");
+}
+
+TEST_P(Commands, Scan) {
+  std::vector<std::vector<std::string>> cmds;
+  for (int i = 0; i < 1000; ++i) cmds.push_back({"SET", "key:" + std::to_string(i), "v"});
+  auto p = c_->pipeline(cmds);
+  ASSERT_TRUE(p.ok());
+  std::set<std::string> seen;
+  std::string cursor = "0";
+  int rounds = 0;
+  do {
+    auto s = c_->command({"SCAN", cursor, "COUNT", "37"});
+    ASSERT_TRUE(s.ok());
+    ASSERT_EQ(s->elements.size(), 2u) << fmt(*s);
+    cursor = s->elements[0].str;
+    for (const auto& e : s->elements[1].elements) seen.insert(e.str);
+    ASSERT_LT(++rounds, 10000);
+  } while (cursor != "0");
+  EXPECT_EQ(seen.size(), 1000u);
+  auto m = c_->command({"SCAN", "0", "MATCH", "key:99*", "COUNT", "100000"});
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->elements[1].elements.size(), 11u);  // key:99, key:990..999
+  EXPECT_EQ(r({"SCAN", "x"}), "-ERR invalid cursor");
+  EXPECT_EQ(r({"SCAN", "0", "COUNT", "0"}), "-ERR syntax error");
+  EXPECT_EQ(r({"LPUSH", "alist", "x"}), ":1");
+  auto t = c_->command({"SCAN", "0", "TYPE", "list", "COUNT", "100000"});
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ(fmt(t->elements[1]), "[\"alist\"]");
+}
+
+TEST_P(Commands, ExpireTtlPersist) {
+  EXPECT_EQ(r({"EXPIRE", "nope", "10"}), ":0");
+  EXPECT_EQ(r({"SET", "k", "v"}), "+OK");
+  EXPECT_EQ(r({"TTL", "k"}), ":-1");
+  EXPECT_EQ(r({"PTTL", "nope"}), ":-2");
+  EXPECT_EQ(r({"EXPIRE", "k", "100"}), ":1");
+  EXPECT_EQ(r({"TTL", "k"}), ":100");
+  EXPECT_EQ(r({"EXPIRE", "k", "50", "NX"}), ":0");
+  EXPECT_EQ(r({"EXPIRE", "k", "50", "GT"}), ":0");
+  EXPECT_EQ(r({"EXPIRE", "k", "50", "LT"}), ":1");
+  EXPECT_EQ(r({"EXPIRE", "k", "50", "NX", "XX"}), "-ERR NX and XX, GT or LT options at the same time are not compatible");
+  EXPECT_EQ(r({"EXPIRE", "k", "50", "GT", "LT"}), "-ERR GT and LT options at the same time are not compatible");
+  EXPECT_EQ(r({"EXPIRE", "k", "50", "BOGUS"}), "-ERR Unsupported option BOGUS");
+  EXPECT_EQ(r({"EXPIRE", "k", "x"}), "-ERR value is not an integer or out of range");
+  auto pttl = c_->command({"PTTL", "k"});
+  ASSERT_TRUE(pttl.ok());
+  EXPECT_GT(pttl->integer, 49000);
+  EXPECT_LE(pttl->integer, 50000);
+  EXPECT_EQ(r({"PERSIST", "k"}), ":1");
+  EXPECT_EQ(r({"PERSIST", "k"}), ":0");
+  EXPECT_EQ(r({"TTL", "k"}), ":-1");
+  EXPECT_EQ(r({"PEXPIREAT", "k", "1000"}), ":1");  // in the past: deleted
+  EXPECT_EQ(r({"EXISTS", "k"}), ":0");
+  EXPECT_EQ(r({"EXPIRE", "k2", "9223372036854775807"}), "-ERR invalid expire time in 'expire' command");
+  EXPECT_EQ(r({"SET", "k2", "v"}), "+OK");
+  EXPECT_EQ(r({"EXPIRE", "k2", "9223372036854775807"}), "-ERR invalid expire time in 'expire' command");
+}
+
+TEST_P(Commands, LazyAndActiveExpiry) {
+  EXPECT_EQ(r({"SET", "lazy", "v", "PX", "300"}), "+OK");
+  std::vector<std::vector<std::string>> cmds;
+  for (int i = 0; i < 500; ++i) cmds.push_back({"SET", "vol:" + std::to_string(i), "v", "PX", "300"});
+  for (int i = 0; i < 50; ++i) cmds.push_back({"SET", "keep:" + std::to_string(i), "v"});
+  ASSERT_TRUE(c_->pipeline(cmds).ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(350));
+  EXPECT_EQ(r({"GET", "lazy"}), "nil");  // lazy: expired on access
+  // Active: the cron removes the rest without anyone touching them.
+  std::string n;
+  for (int i = 0; i < 100; ++i) {
+    n = r({"DBSIZE"});
+    if (n == ":50") break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(n, ":50");
+  auto info = server_->info("stats");
+  EXPECT_NE(info.find("expired_keys:"), std::string::npos);
+}
+
+TEST_P(Commands, SelectAndFlush) {
+  EXPECT_EQ(r({"SET", "k", "db0"}), "+OK");
+  EXPECT_EQ(r({"SELECT", "3"}), "+OK");
+  EXPECT_EQ(r({"GET", "k"}), "nil");
+  EXPECT_EQ(r({"SET", "k", "db3"}), "+OK");
+  EXPECT_EQ(r({"SELECT", "16"}), "-ERR DB index is out of range");
+  EXPECT_EQ(r({"SELECT", "x"}), "-ERR value is not an integer or out of range");
+  EXPECT_EQ(r({"FLUSHDB"}), "+OK");
+  EXPECT_EQ(r({"DBSIZE"}), ":0");
+  EXPECT_EQ(r({"SELECT", "0"}), "+OK");
+  EXPECT_EQ(r({"GET", "k"}), "\"db0\"");
+  EXPECT_EQ(r({"FLUSHDB", "BOGUS"}), "-ERR syntax error");
+  EXPECT_EQ(r({"FLUSHALL", "ASYNC"}), "+OK");
+  EXPECT_EQ(r({"DBSIZE"}), ":0");
+}
+
+TEST_P(Commands, Lists) {
+  EXPECT_EQ(r({"RPUSH", "l", "a", "b", "c"}), ":3");
+  EXPECT_EQ(r({"LPUSH", "l", "z"}), ":4");
+  EXPECT_EQ(r({"LRANGE", "l", "0", "-1"}), "[\"z\", \"a\", \"b\", \"c\"]");
+  EXPECT_EQ(r({"LRANGE", "l", "1", "2"}), "[\"a\", \"b\"]");
+  EXPECT_EQ(r({"LRANGE", "l", "-2", "100"}), "[\"b\", \"c\"]");
+  EXPECT_EQ(r({"LRANGE", "l", "5", "10"}), "[]");
+  EXPECT_EQ(r({"LRANGE", "nope", "0", "-1"}), "[]");
+  EXPECT_EQ(r({"LLEN", "l"}), ":4");
+  EXPECT_EQ(r({"LPOP", "l"}), "\"z\"");
+  EXPECT_EQ(r({"RPOP", "l"}), "\"c\"");
+  EXPECT_EQ(r({"LPOP", "l", "5"}), "[\"a\", \"b\"]");
+  EXPECT_EQ(r({"EXISTS", "l"}), ":0");
+  EXPECT_EQ(r({"LPOP", "l"}), "nil");
+  EXPECT_EQ(r({"LPOP", "l", "2"}), "nil");
+  EXPECT_EQ(r({"LPOP", "l", "-1"}), "-ERR value is out of range, must be positive");
+  EXPECT_EQ(r({"LRANGE", "l", "a", "1"}), "-ERR value is not an integer or out of range");
+  EXPECT_EQ(r({"SET", "s", "v"}), "+OK");
+  EXPECT_EQ(r({"LPUSH", "s", "a"}), "-WRONGTYPE Operation against a key holding the wrong kind of value");
+  EXPECT_EQ(r({"LRANGE", "s", "0", "1"}), "-WRONGTYPE Operation against a key holding the wrong kind of value");
+  EXPECT_EQ(r({"LLEN", "s"}), "-WRONGTYPE Operation against a key holding the wrong kind of value");
+  EXPECT_EQ(r({"LPUSH", "l"}), "-ERR wrong number of arguments for 'lpush' command");
+}
+
+TEST_P(Commands, Hashes) {
+  EXPECT_EQ(r({"HSET", "h", "f1", "v1", "f2", "v2"}), ":2");
+  EXPECT_EQ(r({"HSET", "h", "f1", "x"}), ":0");
+  EXPECT_EQ(r({"HGET", "h", "f1"}), "\"x\"");
+  EXPECT_EQ(r({"HGET", "h", "nope"}), "nil");
+  EXPECT_EQ(r({"HLEN", "h"}), ":2");
+  auto all = c_->command({"HGETALL", "h"});
+  ASSERT_TRUE(all.ok());
+  ASSERT_EQ(all->elements.size(), 4u);
+  std::set<std::string> kv;
+  for (const auto& e : all->elements) kv.insert(e.str);
+  EXPECT_EQ(kv, (std::set<std::string>{"f1", "x", "f2", "v2"}));
+  EXPECT_EQ(r({"HDEL", "h", "f1", "nope"}), ":1");
+  EXPECT_EQ(r({"HDEL", "h", "f2"}), ":1");
+  EXPECT_EQ(r({"EXISTS", "h"}), ":0");
+  EXPECT_EQ(r({"HGETALL", "h"}), "[]");
+  EXPECT_EQ(r({"HSET", "h", "f1"}), "-ERR wrong number of arguments for 'hset' command");
+  EXPECT_EQ(r({"HSET", "h", "a", "1", "b"}), "-ERR wrong number of arguments for 'hset' command");
+  EXPECT_EQ(r({"SET", "s", "v"}), "+OK");
+  EXPECT_EQ(r({"HGET", "s", "f"}), "-WRONGTYPE Operation against a key holding the wrong kind of value");
+  EXPECT_EQ(r({"HINCRBY", "h", "n", "5"}), ":5");
+  EXPECT_EQ(r({"HMGET", "h", "n", "x"}), "[\"5\", nil]");
+}
+
+TEST_P(Commands, SetsAndSortedSets) {
+  EXPECT_EQ(r({"SADD", "s", "a", "b", "c", "a"}), ":3");
+  EXPECT_EQ(r({"SCARD", "s"}), ":3");
+  EXPECT_EQ(r({"SISMEMBER", "s", "b"}), ":1");
+  std::set<std::string> popped;
+  for (int i = 0; i < 3; ++i) {
+    auto p = c_->command({"SPOP", "s"});
+    ASSERT_TRUE(p.ok());
+    popped.insert(p->str);
+  }
+  EXPECT_EQ(popped, (std::set<std::string>{"a", "b", "c"}));
+  EXPECT_EQ(r({"SPOP", "s"}), "nil");
+  EXPECT_EQ(r({"EXISTS", "s"}), ":0");
+  EXPECT_EQ(r({"SADD", "s", "x"}), ":1");
+  EXPECT_EQ(r({"SPOP", "s", "5"}), "[\"x\"]");
+  EXPECT_EQ(r({"ZADD", "z", "2", "b", "1", "a", "3", "c"}), ":3");
+  EXPECT_EQ(r({"ZADD", "z", "1.5", "b"}), ":0");
+  EXPECT_EQ(r({"ZADD", "z", "CH", "5", "b"}), ":1");
+  EXPECT_EQ(r({"ZSCORE", "z", "b"}), "\"5\"");
+  EXPECT_EQ(r({"ZADD", "z", "x", "b"}), "-ERR value is not a valid float");
+  EXPECT_EQ(r({"ZADD", "z", "1"}), "-ERR wrong number of arguments for 'zadd' command");
+  EXPECT_EQ(r({"ZADD", "z", "1", "a", "2"}), "-ERR syntax error");
+  EXPECT_EQ(r({"ZADD", "z", "NX", "XX", "1", "a"}), "-ERR XX and NX options at the same time are not compatible");
+  EXPECT_EQ(r({"ZRANGE", "z", "0", "-1", "WITHSCORES"}), "[\"a\", \"1\", \"c\", \"3\", \"b\", \"5\"]");
+  EXPECT_EQ(r({"ZPOPMIN", "z"}), "[\"a\", \"1\"]");
+  EXPECT_EQ(r({"ZPOPMIN", "z", "5"}), "[\"c\", \"3\", \"b\", \"5\"]");
+  EXPECT_EQ(r({"ZPOPMIN", "z"}), "[]");
+  EXPECT_EQ(r({"ZCARD", "z"}), ":0");
+  EXPECT_EQ(r({"ZADD", "z", "INCR", "2", "m"}), "\"2\"");
+  EXPECT_EQ(r({"ZINCRBY", "z", "0.5", "m"}), "\"2.5\"");
+}
+
+TEST_P(Commands, Streams) {
+  auto id = c_->command({"XADD", "st", "*", "f", "v"});
+  ASSERT_TRUE(id.ok());
+  ASSERT_EQ(id->type, ReplyType::kBulk);
+  EXPECT_NE(id->str.find('-'), std::string::npos);
+  EXPECT_EQ(r({"XADD", "st2", "1-1", "a", "b"}), "\"1-1\"");
+  EXPECT_EQ(r({"XADD", "st2", "1-1", "a", "b"}),
+            "-ERR The ID specified in XADD is equal or smaller than the target stream top item");
+  EXPECT_EQ(r({"XADD", "st2", "0-0", "a", "b"}), "-ERR The ID specified in XADD must be greater than 0-0");
+  EXPECT_EQ(r({"XADD", "st2", "1-*", "c", "d"}), "\"1-2\"");
+  EXPECT_EQ(r({"XADD", "st2", "5", "e", "f"}), "\"5-0\"");
+  EXPECT_EQ(r({"XADD", "st2", "x-y", "e", "f"}), "-ERR Invalid stream ID specified as stream command argument");
+  EXPECT_EQ(r({"XADD", "st2", "*", "e"}), "-ERR wrong number of arguments for 'xadd' command");
+  EXPECT_EQ(r({"XLEN", "st2"}), ":3");
+  EXPECT_EQ(r({"XRANGE", "st2", "-", "+", "COUNT", "2"}), "[[\"1-1\", [\"a\", \"b\"]], [\"1-2\", [\"c\", \"d\"]]]");
+  EXPECT_EQ(r({"XADD", "st2", "MAXLEN", "1", "*", "g", "h"}).substr(0, 1), "\"");
+  EXPECT_EQ(r({"XLEN", "st2"}), ":1");
+  EXPECT_EQ(r({"XADD", "none", "NOMKSTREAM", "*", "a", "b"}), "nil");
+  EXPECT_EQ(r({"TYPE", "st"}), "+stream");
+}
+
+TEST_P(Commands, HelloResp3AndClientCommands) {
+  auto id = c_->command({"CLIENT", "ID"});
+  ASSERT_TRUE(id.ok());
+  EXPECT_GT(id->integer, 0);
+  EXPECT_EQ(r({"CLIENT", "GETNAME"}), "nil");
+  EXPECT_EQ(r({"CLIENT", "SETNAME", "tester"}), "+OK");
+  EXPECT_EQ(r({"CLIENT", "SETNAME", "bad name"}), "-ERR Client names cannot contain spaces, newlines or special characters.");
+  EXPECT_EQ(r({"CLIENT", "GETNAME"}), "\"tester\"");
+  auto list = c_->command({"CLIENT", "LIST"});
+  ASSERT_TRUE(list.ok());
+  EXPECT_NE(list->str.find("name=tester"), std::string::npos);
+  EXPECT_NE(list->str.find("transport=" + GetParam()), std::string::npos);
+  EXPECT_EQ(r({"CLIENT", "BOGUS"}), "-ERR unknown subcommand 'BOGUS'. Try CLIENT HELP.");
+  EXPECT_EQ(r({"HELLO", "4"}), "-NOPROTO unsupported protocol version");
+  auto h = c_->command({"HELLO", "3"});
+  ASSERT_TRUE(h.ok());
+  ASSERT_EQ(h->type, ReplyType::kMap) << fmt(*h);
+  EXPECT_NE(fmt(*h).find("\"proto\": :3"), std::string::npos);
+  EXPECT_EQ(r({"GET", "nope"}), "nil");
+  EXPECT_EQ(c_->command({"GET", "nope"})->type, ReplyType::kNull);
+  EXPECT_EQ(r({"HSET", "h", "a", "1"}), ":1");
+  EXPECT_EQ(r({"HGETALL", "h"}), "{\"a\": \"1\"}");
+  EXPECT_EQ(r({"ZADD", "z", "1.5", "m"}), ":1");
+  EXPECT_EQ(r({"ZSCORE", "z", "m"}), ",1.5");
+  EXPECT_EQ(c_->command({"INFO", "server"})->type, ReplyType::kVerbatim);
+  auto h2 = c_->command({"HELLO", "2"});
+  ASSERT_TRUE(h2.ok());
+  EXPECT_EQ(h2->type, ReplyType::kArray);
+}
+
+TEST_P(Commands, InfoConfigCommand) {
+  auto info = c_->command({"INFO"});
+  ASSERT_TRUE(info.ok());
+  for (const char* s : {"# Server", "# Clients", "# Memory", "# Persistence", "# Stats", "# Transports", "redis_version:",
+                        "connected_clients:", "used_memory:", "aof_enabled:0", "total_commands_processed:"})
+    EXPECT_NE(info->str.find(s), std::string::npos) << s;
+  EXPECT_NE(info->str.find("transport_" + GetParam() + ":"), std::string::npos);
+  auto only = c_->command({"INFO", "clients"});
+  EXPECT_EQ(only->str.find("# Server"), std::string::npos);
+  EXPECT_EQ(r({"CONFIG", "GET", "maxmemory"}), "[\"maxmemory\", \"0\"]");
+  EXPECT_EQ(r({"CONFIG", "SET", "maxmemory", "100mb"}), "+OK");
+  EXPECT_EQ(r({"CONFIG", "GET", "maxmemory"}), "[\"maxmemory\", \"104857600\"]");
+  EXPECT_EQ(r({"CONFIG", "SET", "maxmemory", "0"}), "+OK");
+  EXPECT_EQ(r({"CONFIG", "GET", "save"}), "[\"save\", \"\"]");
+  EXPECT_EQ(r({"CONFIG", "GET", "appendonly"}), "[\"appendonly\", \"no\"]");
+  auto many = c_->command({"CONFIG", "GET", "*"});
+  EXPECT_GT(many->elements.size(), 20u);
+  EXPECT_EQ(r({"CONFIG", "SET", "nosuch", "1"}), "-ERR Unknown option or number of arguments for CONFIG SET - 'nosuch'");
+  EXPECT_EQ(r({"CONFIG", "SET", "port", "1"}),
+            "-ERR CONFIG SET failed (possibly related to argument 'port') - can't set immutable config");
+  EXPECT_EQ(r({"CONFIG", "SET", "hz", "abc"}),
+            "-ERR CONFIG SET failed (possibly related to argument 'hz') - argument couldn't be parsed into an integer");
+  EXPECT_EQ(r({"CONFIG", "GET"}), "-ERR wrong number of arguments for 'config|get' command");
+  EXPECT_EQ(r({"CONFIG", "FOO"}), "-ERR unknown subcommand 'FOO'. Try CONFIG HELP.");
+  auto count = c_->command({"COMMAND", "COUNT"});
+  EXPECT_GT(count->integer, 80);
+  auto docs = c_->command({"COMMAND", "DOCS", "get"});
+  EXPECT_NE(fmt(*docs).find("summary"), std::string::npos);
+  auto all = c_->command({"COMMAND"});
+  EXPECT_EQ(static_cast<int64_t>(all->elements.size()), count->integer);
+  EXPECT_EQ(r({"COMMAND", "INFO", "get"}).substr(0, 15), "[[\"get\", :2, [+");
+}
+
+TEST_P(Commands, PipelineAndInline) {
+  std::vector<std::vector<std::string>> cmds;
+  for (int i = 0; i < 2000; ++i) cmds.push_back({"INCR", "ctr"});
+  auto p = c_->pipeline(cmds);
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(fmt(p->back()), ":2000");
+  auto raw = c_->raw("PING\r\nSET a \"b c\"\r\nGET a\r\n\r\n*1\r\n$4\r\nPING\r\n", 4);
+  ASSERT_TRUE(raw.ok());
+  EXPECT_EQ(fmt((*raw)[0]), "+PONG");
+  EXPECT_EQ(fmt((*raw)[1]), "+OK");
+  EXPECT_EQ(fmt((*raw)[2]), "\"b c\"");
+  EXPECT_EQ(fmt((*raw)[3]), "+PONG");
+}
+
+TEST_P(Commands, ProtocolErrorClosesOnlyThatClient) {
+  auto other = Client::connect(server_->url(GetParam()));
+  ASSERT_TRUE(other.ok());
+  auto bad = c_->raw("*1\r\n$-5\r\n", 1);
+  ASSERT_TRUE(bad.ok()) << bad.status().to_string();
+  EXPECT_EQ(fmt((*bad)[0]), "-ERR Protocol error: invalid bulk length");
+  auto after = c_->command({"PING"});
+  EXPECT_FALSE(after.ok());  // closed
+  EXPECT_EQ(fmt((*other)->command({"PING"})), "+PONG");
+}
+
+TEST_P(Commands, QuitAndBigValues) {
+  std::string big(3 << 20, 'v');
+  EXPECT_EQ(r({"SET", "big", big}), "+OK");
+  auto g = c_->command({"GET", "big"});
+  ASSERT_TRUE(g.ok());
+  EXPECT_EQ(g->str.size(), big.size());
+  EXPECT_EQ(r({"QUIT"}), "+OK");
+  EXPECT_FALSE(c_->command({"PING"}).ok());
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, Commands, ::testing::Values("tcp", "shm"),
+                         [](const auto& p) { return p.param; });
+
+// --- servers with special options ------------------------------------------------------------------
+
+TEST(ServerOptionsTest, RequirePass) {
+  ServerOptions o;
+  o.port = 0;
+  o.requirepass = "s3cret";
+  ServerThread s(o);
+  ASSERT_TRUE(s.ok());
+  auto c = Client::connect(s.url("tcp"));
+  ASSERT_TRUE(c.ok());
+  auto& cl = **c;
+  EXPECT_EQ(fmt(cl.command({"GET", "k"})), "-NOAUTH Authentication required.");
+  EXPECT_EQ(fmt(cl.command({"AUTH", "wrong"})), "-WRONGPASS invalid username-password pair or user is disabled.");
+  EXPECT_EQ(fmt(cl.command({"HELLO", "3"})).substr(0, 7), "-NOAUTH");
+  EXPECT_EQ(fmt(cl.command({"AUTH", "s3cret"})), "+OK");
+  EXPECT_EQ(fmt(cl.command({"SET", "k", "v"})), "+OK");
+  ClientOptions co;
+  co.password = "s3cret";
+  co.resp = RespVersion::kResp3;
+  auto c3 = Client::connect(s.url("tcp"), co);
+  ASSERT_TRUE(c3.ok()) << c3.status().to_string();
+  EXPECT_EQ(fmt((*c3)->command({"GET", "k"})), "\"v\"");
+  co.password = "nope";
+  EXPECT_FALSE(Client::connect(s.url("tcp"), co).ok());
+  ServerOptions o2;
+  o2.port = 0;
+  ServerThread s2(o2);
+  auto c4 = Client::connect(s2.url("tcp"));
+  EXPECT_EQ(fmt((*c4)->command({"AUTH", "x"})),
+            "-ERR AUTH <password> called without any password configured for the default user. Are you sure your "
+            "configuration is correct?");
+}
+
+TEST(ServerOptionsTest, MaxmemoryNoEvictionReturnsOom) {
+  ServerOptions o;
+  o.port = 0;
+  ServerThread s(o);
+  auto c = Client::connect(s.url("tcp"));
+  ASSERT_TRUE(c.ok());
+  auto& cl = **c;
+  auto info = cl.command({"INFO", "memory"});
+  const size_t at = info->str.find("used_memory:");
+  const uint64_t used = std::stoull(info->str.substr(at + 12));
+  const uint64_t limit = used + (8 << 20);
+  EXPECT_EQ(fmt(cl.command({"CONFIG", "SET", "maxmemory", std::to_string(limit)})), "+OK");
+  const std::string value(64 * 1024, 'x');
+  std::string last;
+  int i = 0;
+  for (; i < 1000; ++i) {
+    last = fmt(cl.command({"SET", "k" + std::to_string(i), value}));
+    if (last != "+OK") break;
+  }
+  EXPECT_EQ(last, "-OOM command not allowed when used memory > 'maxmemory'.");
+  EXPECT_GT(i, 10);
+  EXPECT_LT(i, 1000);
+  // Reads and deletes still work; deleting makes room again.
+  EXPECT_EQ(fmt(cl.command({"GET", "nope"})), "nil");
+  EXPECT_EQ(fmt(cl.command({"FLUSHALL"})), "+OK");
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_EQ(fmt(cl.command({"SET", "again", "v"})), "+OK");
+}
+
+TEST(ServerOptionsTest, MaxClients) {
+  ServerOptions o;
+  o.port = 0;
+  o.maxclients = 2;
+  ServerThread s(o);
+  auto a = Client::connect(s.url("tcp"));
+  auto b = Client::connect(s.url("tcp"));
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(fmt((*a)->command({"PING"})), "+PONG");
+  EXPECT_EQ(fmt((*b)->command({"PING"})), "+PONG");
+  auto c = Client::connect(s.url("tcp"));
+  ASSERT_TRUE(c.ok());  // TCP accepts; the server answers and closes
+  auto r = (*c)->raw("", 1);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(fmt((*r)[0]), "-ERR max number of clients reached");
+  EXPECT_NE(s.info("stats").find("rejected_connections:1"), std::string::npos);
+}
+
+TEST(ServerOptionsTest, ShutdownCommand) {
+  ServerOptions o;
+  o.port = 0;
+  ServerThread s(o);
+  auto c = Client::connect(s.url("tcp"));
+  ASSERT_TRUE(c.ok());
+  auto r = (*c)->command({"SHUTDOWN", "NOSAVE"});
+  EXPECT_FALSE(r.ok());  // no reply: the connection closes
+  for (int i = 0; i < 100 && !s.shutdown_requested(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_TRUE(s.shutdown_requested());
+}
+
+}  // namespace
+}  // namespace conduit::kv
