@@ -240,6 +240,7 @@ class RdmaConnection final : public Connection, public reactor::FdHandler, publi
   bool write_blocked_ = false;
 
   bool client_side_ = false;
+  bool awaiting_xfer_ = false;
   bool peer_closed_ = false;
   bool eof_delivered_ = false;
   bool disconnect_sent_ = false;
@@ -442,7 +443,9 @@ void RdmaConnection::fail(Status s) {
     CONDUIT_LOG(kWarn) << "rdma: protocol error from " << peer_ << ", closing: " << s.to_string();
   else
     CONDUIT_LOG(kDebug) << "rdma: connection to " << peer_ << " failed: " << s.to_string();
-  const bool was_connecting = state_ == ConnState::kConnecting || state_ == ConnState::kAccepting;
+  const bool was_connecting =
+      state_ == ConnState::kConnecting || state_ == ConnState::kAccepting || awaiting_xfer_;
+  awaiting_xfer_ = false;
   error_ = s;
   state_ = ConnState::kError;
   if (id_ && !disconnect_sent_) {
@@ -545,9 +548,13 @@ void RdmaConnection::established() {
     return;
   }
   arm_keepalive();
-  // Connected as far as the caller is concerned; writes would-block until the peer has
-  // advertised its RX buffer, after which the write handler fires.
-  finish_connect(Status());
+  // The caller hears of the connection once the peer has advertised its RX buffer (it
+  // does so right after ESTABLISHED), so a new connection is writable at once.  The
+  // connect timer still bounds the wait.
+  // (Servers hand over at ESTABLISHED: a client that never advertises a buffer can still be
+  // served replies as soon as it does, and protocol errors reach the accepted connection.)
+  if (peer_xfer_seen_ || !client_side_) finish_connect(Status());
+  else awaiting_xfer_ = true;
 }
 
 void RdmaConnection::arm_keepalive() {
@@ -615,6 +622,10 @@ Status RdmaConnection::handle_ctrl(const CtrlMsg& m) {
       tx_rkey_ = m.rkey;
       tx_offset_ = tx_posted_ = 0;
       peer_xfer_seen_ = true;
+      if (awaiting_xfer_) {
+        awaiting_xfer_ = false;
+        finish_connect(Status());
+      }
       if (write_handler_) ctx_->mark_pending(this);
       return {};
     }
