@@ -662,7 +662,7 @@ void xadd_cmd(CommandContext& ctx) {
   StreamValue& s = *e->stream;
   const StreamId last = s.last_id;
   if (auto_id) {
-    const uint64_t now = static_cast<uint64_t>(ctx.now_ms);
+    const uint64_t now = static_cast<uint64_t>(ctx.now_ms());
     if (now > last.ms) {
       id = {now, 0};
     } else {

@@ -138,8 +138,8 @@ void set_cmd(CommandContext& ctx) {
     if (v <= 0 || (seconds && v > kMaxExpireMs / 1000)) return ctx.error(invalid_expire("set"));
     if (seconds) v *= 1000;
     if (flags & (kEX | kPX)) {
-      if (v > kMaxExpireMs - ctx.now_ms) return ctx.error(invalid_expire("set"));
-      v += ctx.now_ms;
+      if (v > kMaxExpireMs - ctx.now_ms()) return ctx.error(invalid_expire("set"));
+      v += ctx.now_ms();
     }
     when = v;
   }
@@ -157,7 +157,7 @@ void set_cmd(CommandContext& ctx) {
   e = store_string(ctx, e, key, ctx.arg(2), (flags & kKEEPTTL) != 0);
   ++ctx.dirty;
   if (when >= 0) {
-    if (when <= ctx.now_ms && !ctx.server.loading()) {
+    if (when <= ctx.now_ms() && !ctx.server.loading()) {
       // Already expired (an absolute time in the past): the key simply goes away.
       ctx.db->remove(e);
       ctx.propagate_as({"DEL", key});
@@ -190,8 +190,8 @@ void setex_generic(CommandContext& ctx, bool seconds) {
   const std::string_view name = seconds ? "setex" : "psetex";
   if (v <= 0 || (seconds && v > kMaxExpireMs / 1000)) return ctx.error(invalid_expire(name));
   if (seconds) v *= 1000;
-  if (v > kMaxExpireMs - ctx.now_ms) return ctx.error(invalid_expire(name));
-  v += ctx.now_ms;
+  if (v > kMaxExpireMs - ctx.now_ms()) return ctx.error(invalid_expire(name));
+  v += ctx.now_ms();
   Entry* e = store_string(ctx, lookup_write(ctx, ctx.arg(1)), ctx.arg(1), ctx.arg(3), false);
   ctx.db->set_expire(e, v);
   ++ctx.dirty;
@@ -398,7 +398,7 @@ void expire_generic(CommandContext& ctx, int64_t base_ms, bool seconds) {
   if ((f & kGt) && (cur < 0 || when <= cur)) return ctx.reply.integer(0);
   if ((f & kLt) && cur >= 0 && when >= cur) return ctx.reply.integer(0);
   ++ctx.dirty;
-  if (when <= ctx.now_ms && !ctx.server.loading()) {
+  if (when <= ctx.now_ms() && !ctx.server.loading()) {
     ctx.db->remove(e);
     ctx.propagate_as({"DEL", ctx.arg(1)});
     return ctx.reply.integer(1);
@@ -409,8 +409,8 @@ void expire_generic(CommandContext& ctx, int64_t base_ms, bool seconds) {
   ctx.propagate_as({"PEXPIREAT", ctx.arg(1), ctx.own(std::string(buf, n))});
   ctx.reply.integer(1);
 }
-void expire_cmd(CommandContext& ctx) { expire_generic(ctx, ctx.now_ms, true); }
-void pexpire_cmd(CommandContext& ctx) { expire_generic(ctx, ctx.now_ms, false); }
+void expire_cmd(CommandContext& ctx) { expire_generic(ctx, ctx.now_ms(), true); }
+void pexpire_cmd(CommandContext& ctx) { expire_generic(ctx, ctx.now_ms(), false); }
 void expireat_cmd(CommandContext& ctx) { expire_generic(ctx, 0, true); }
 void pexpireat_cmd(CommandContext& ctx) { expire_generic(ctx, 0, false); }
 
@@ -419,7 +419,7 @@ void ttl_generic(CommandContext& ctx, bool ms, bool absolute) {
   if (e == nullptr) return ctx.reply.integer(-2);
   if (e->expire_ms < 0) return ctx.reply.integer(-1);
   if (absolute) return ctx.reply.integer(ms ? e->expire_ms : (e->expire_ms + 500) / 1000);
-  int64_t ttl = e->expire_ms - ctx.now_ms;
+  int64_t ttl = e->expire_ms - ctx.now_ms();
   if (ttl < 0) ttl = 0;
   ctx.reply.integer(ms ? ttl : (ttl + 500) / 1000);
 }
@@ -446,7 +446,7 @@ void keys_cmd(CommandContext& ctx) {
   const bool all = pattern == "*";
   std::vector<const Entry*> out;
   ctx.db->table().for_each([&](const Entry* e) {
-    if (e->expire_ms >= 0 && e->expire_ms < ctx.now_ms && !ctx.server.loading()) return;
+    if (e->expire_ms >= 0 && e->expire_ms < ctx.now_ms() && !ctx.server.loading()) return;
     if (all || glob_match(pattern, e->key())) out.push_back(e);
   });
   ctx.reply.array(out.size());
@@ -495,12 +495,12 @@ void scan_cmd(CommandContext& ctx) {
   for (Entry* e : found) {
     if (use_pattern && !glob_match(pattern, e->key())) continue;
     if (!type_filter.empty() && !eq_nocase(type_filter, type_name(e->type))) continue;
-    if (e->expire_ms >= 0 && e->expire_ms < ctx.now_ms && !ctx.server.loading()) continue;
+    if (e->expire_ms >= 0 && e->expire_ms < ctx.now_ms() && !ctx.server.loading()) continue;
     keys.emplace_back(e->key());
   }
   // Expired keys met on the way are deleted after the walk (deleting moves slots).
   for (Entry* e : found)
-    if (e->expire_ms >= 0 && e->expire_ms < ctx.now_ms && !ctx.server.loading()) ctx.server.expire_entry(*ctx.db, e);
+    if (e->expire_ms >= 0 && e->expire_ms < ctx.now_ms() && !ctx.server.loading()) ctx.server.expire_entry(*ctx.db, e);
   ctx.reply.array(2);
   char buf[24];
   ctx.reply.bulk(std::string_view(buf, ull2string(buf, cursor)));
@@ -569,7 +569,7 @@ void randomkey_cmd(CommandContext& ctx) {
   for (int tries = 0; tries < 100; ++tries) {
     Entry* e = ctx.db->random_entry(ctx.server.random64());
     if (e == nullptr) return ctx.reply.null();
-    if (e->expire_ms >= 0 && e->expire_ms < ctx.now_ms && !ctx.server.loading()) {
+    if (e->expire_ms >= 0 && e->expire_ms < ctx.now_ms() && !ctx.server.loading()) {
       ctx.server.expire_entry(*ctx.db, e);
       continue;
     }

@@ -154,19 +154,30 @@ uint64_t ServerImpl::random64() {
   return x * 0x2545F4914F6CDD1Dull;
 }
 
-void ServerImpl::refresh_time() { now_ms_ = wall_ms(); }
+void ServerImpl::refresh_time() {
+  now_ms_ = wall_ms();
+  time_valid_ = true;
+  coarse_ms_ = now_ms_;
+}
+
+void ServerImpl::invalidate_time() {
+  time_valid_ = false;
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME_COARSE, &ts);
+  coarse_ms_ = static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1'000'000;
+}
 
 void ServerImpl::build_command_table() {
   for (auto table : {string_key_commands(), collection_commands(), server_commands()})
     for (const CommandDef& d : table) command_list_.push_back(&d);
   size_t cap = 16;
   while (cap < command_list_.size() * 4) cap *= 2;
-  command_slots_.assign(cap, nullptr);
+  command_slots_.assign(cap, {std::string_view(), nullptr});
   for (const CommandDef* d : command_list_) {
     const std::string_view n = d->name;
     size_t i = hash_key(n) & (cap - 1);
-    while (command_slots_[i] != nullptr) i = (i + 1) & (cap - 1);
-    command_slots_[i] = d;
+    while (command_slots_[i].second != nullptr) i = (i + 1) & (cap - 1);
+    command_slots_[i] = {n, d};
   }
 }
 
@@ -180,9 +191,9 @@ const CommandDef* ServerImpl::find_command(std::string_view name) const {
   const std::string_view n(lower, name.size());
   const size_t mask = command_slots_.size() - 1;
   for (size_t i = hash_key(n) & mask;; i = (i + 1) & mask) {
-    const CommandDef* d = command_slots_[i];
+    const auto& [slot_name, d] = command_slots_[i];
     if (d == nullptr) return nullptr;
-    if (n == d->name) return d;
+    if (n == slot_name) return d;
   }
 }
 
@@ -315,7 +326,7 @@ void ServerImpl::execute(ClientState& client, std::span<const std::string_view> 
     reply.error("MISCONF Errors writing to the AOF file: " + std::string(aof_->last_write_status().message()));
     return;
   }
-  CommandContext ctx{*this, client, dbs_[static_cast<size_t>(client.db)].get(), reply, argv, now_ms_, cmd};
+  CommandContext ctx{*this, client, dbs_[static_cast<size_t>(client.db)].get(), reply, argv, cmd};
   client.last_cmd = cmd;
   cmd->fn(ctx);
   ++stats_.commands_processed;
@@ -331,7 +342,7 @@ void ServerImpl::execute(ClientState& client, std::span<const std::string_view> 
 
 Entry* ServerImpl::lookup(Database& db, std::string_view key) {
   Entry* e = db.find(key);
-  if (e == nullptr || e->expire_ms < 0 || e->expire_ms >= now_ms_ || loading_) return e;
+  if (e == nullptr || e->expire_ms < 0 || loading_ || e->expire_ms >= now_ms()) return e;
   expire_entry(db, e);
   return nullptr;
 }
@@ -352,14 +363,14 @@ void ServerImpl::propagate(int db, std::span<const std::string_view> args) {
 uint64_t ServerImpl::used_memory() {
   // The allocator's count of bytes in use; cached for a millisecond (mallinfo2 walks the
   // arenas).  Under AddressSanitizer glibc's counters are not used: ask the sanitizer.
-  if (used_memory_at_ms_ != now_ms_) {
+  if (used_memory_at_ms_ != coarse_ms_) {
     if (__sanitizer_get_current_allocated_bytes != nullptr) {
       used_memory_ = __sanitizer_get_current_allocated_bytes();
     } else {
       const struct mallinfo2 mi = ::mallinfo2();
       used_memory_ = mi.uordblks + mi.hblkhd;
     }
-    used_memory_at_ms_ = now_ms_;
+    used_memory_at_ms_ = coarse_ms_;
   }
   return used_memory_;
 }
@@ -392,8 +403,8 @@ void ServerImpl::on_accept(std::unique_ptr<transport::Connection> conn) {
   c->state.id = next_client_id_++;
   c->state.conn = c;
   c->state.authenticated = options_.requirepass.empty();
-  c->state.created_ms = c->state.last_interaction_ms = now_ms_;
-  c->last_write_progress_ms = now_ms_;
+  c->state.created_ms = c->state.last_interaction_ms = coarse_ms_;
+  c->last_write_progress_ms = coarse_ms_;
   c->next = clients_head_;
   if (clients_head_ != nullptr) clients_head_->prev = c;
   clients_head_ = c;
@@ -404,7 +415,7 @@ void ServerImpl::on_accept(std::unique_ptr<transport::Connection> conn) {
 
 void ServerImpl::on_readable(ClientConn* c) {
   if (c->closed) return;
-  refresh_time();
+  invalidate_time();
   transport::Connection& conn = *c->conn;
   if (c->query.empty()) {
     // The common case: read into the shared buffer and run the commands in place; only a
@@ -478,7 +489,7 @@ void ServerImpl::process_input(ClientConn* c, const char* data, size_t len, bool
       break;
     }
   }
-  st.last_interaction_ms = now_ms_;
+  st.last_interaction_ms = coarse_ms_;
   if (from_query) {
     c->query.consume(off);
     if (c->query.empty() && c->query.capacity() > kKeepBufferBytes) c->query.release();
@@ -554,7 +565,7 @@ bool ServerImpl::flush_client(ClientConn* c) {
     if (r.ok()) {
       c->out.consume(*r);
       stats_.net_output_bytes += *r;
-      c->last_write_progress_ms = now_ms_;
+      c->last_write_progress_ms = coarse_ms_;
       continue;
     }
     if (r.status().would_block()) {
@@ -582,7 +593,7 @@ bool ServerImpl::flush_client(ClientConn* c) {
 
 void ServerImpl::on_writable(ClientConn* c) {
   if (c->closed) return;
-  refresh_time();
+  invalidate_time();
   const bool paused = c->read_paused;
   if (!flush_client(c)) return;
   if (paused && c->out.empty()) {
@@ -650,8 +661,8 @@ std::string ServerImpl::client_list_line(const ClientConn& c) const {
                 " flags=N db=%d sub=0 psub=0 ssub=0 multi=-1 qbuf=%zu qbuf-free=%zu argv-mem=0 multi-mem=0 rbs=%zu "
                 "rbp=0 obl=%zu oll=0 omem=%zu tot-mem=%zu events=r%s cmd=%s user=default redir=-1 resp=%d "
                 "transport=%s",
-                s.id, c.peer.c_str(), local.c_str(), s.name.c_str(), (now_ms_ - s.created_ms) / 1000,
-                (now_ms_ - s.last_interaction_ms) / 1000, s.db, c.query.size(),
+                s.id, c.peer.c_str(), local.c_str(), s.name.c_str(), (coarse_ms_ - s.created_ms) / 1000,
+                (coarse_ms_ - s.last_interaction_ms) / 1000, s.db, c.query.size(),
                 c.query.capacity() - c.query.size(), c.query.capacity(), c.out.size(), c.out.capacity(),
                 c.query.capacity() + c.out.capacity() + sizeof(ClientConn), c.write_handler_on ? "w" : "",
                 s.last_cmd != nullptr ? s.last_cmd->name : "NULL", s.resp == RespVersion::kResp3 ? 3 : 2,
@@ -700,7 +711,7 @@ void ServerImpl::active_expire_cycle() {
       for (int i = 0; i < 20 && db.expires() > 0; ++i) {
         Entry* e = db.random_volatile(random64());
         ++sampled;
-        if (e->expire_ms < now_ms_) {
+        if (e->expire_ms < now_ms()) {
           expire_entry(db, e);
           ++expired;
         } else {

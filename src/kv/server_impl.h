@@ -76,13 +76,14 @@ struct CommandContext {
   Database* db;
   ReplyWriter& reply;
   std::span<const std::string_view> argv;
-  int64_t now_ms;
   const CommandDef* cmd;
   uint64_t dirty = 0;     // changes made; > 0 propagates the command
   bool rewritten = false; // propagate prop_args (set by propagate_as) instead of argv
 
   size_t argc() const { return argv.size(); }
   std::string_view arg(size_t i) const { return argv[i]; }
+  // Wall-clock ms, read at most once per batch of commands and only when needed.
+  int64_t now_ms() const;
   void error(std::string_view e) { reply.error(e); }
   // Propagate these arguments instead of argv.  Views must stay valid until the command
   // returns (use own() for computed strings).
@@ -138,8 +139,14 @@ class ServerImpl {
   void expire_entry(Database& db, Entry* e);
   Database& db(int i) { return *dbs_[static_cast<size_t>(i)]; }
   int num_dbs() const { return static_cast<int>(dbs_.size()); }
-  int64_t now_ms() const { return now_ms_; }
+  // Precise wall-clock ms, cached until invalidate_time() (each batch of input): a batch
+  // that never looks at an expiry never reads the clock.
+  int64_t now_ms() {
+    if (!time_valid_) refresh_time();
+    return now_ms_;
+  }
   void refresh_time();
+  void invalidate_time();
   bool loading() const { return loading_; }
   uint64_t used_memory();
   void propagate(int db, std::span<const std::string_view> args);
@@ -197,7 +204,7 @@ class ServerImpl {
 
   std::vector<std::unique_ptr<Database>> dbs_;
   // Command lookup: open addressing over lower-case names.
-  std::vector<const CommandDef*> command_slots_;
+  std::vector<std::pair<std::string_view, const CommandDef*>> command_slots_;
   std::vector<const CommandDef*> command_list_;
   std::map<std::string, uint64_t> command_calls_;
 
@@ -209,6 +216,8 @@ class ServerImpl {
   bool commit_scheduled_ = false;
   std::vector<char> scratch_;  // read buffer shared by all clients of this loop
   int64_t now_ms_ = 0;
+  bool time_valid_ = false;
+  int64_t coarse_ms_ = 0;  // CLOCK_REALTIME_COARSE: idle and progress bookkeeping
   bool loading_ = false;
   bool shut_down_ = false;
   reactor::TimerId cron_timer_ = 0;
@@ -231,6 +240,8 @@ class ServerImpl {
   uint64_t ops_last_cmds_ = 0;
   uint64_t ops_last_ns_ = 0;
 };
+
+inline int64_t CommandContext::now_ms() const { return server.now_ms(); }
 
 // Shared helpers for command implementations.
 inline constexpr std::string_view kWrongType = "WRONGTYPE Operation against a key holding the wrong kind of value";
