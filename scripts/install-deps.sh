@@ -11,6 +11,9 @@ packages=(
   libibverbs-dev librdmacm-dev rdma-core ibverbs-providers ibverbs-utils rdmacm-utils perftest
   # libraries
   libgtest-dev libgmock-dev libcli11-dev
+  # kv: libFuzzer for the RESP fuzz test; Debian's redis-cli/redis-benchmark/redis-server for
+  # integration tests and comparisons; sockperf for the stream benchmark's peer
+  clang libclang-rt-dev redis-tools redis-server sockperf
   # Soft-RoCE testbed: qemu guest booting Debian's kernel with a busybox initramfs
   qemu-system-x86 busybox-static kmod iproute2 cpio xz-utils zstd procps
 )

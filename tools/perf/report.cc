@@ -238,6 +238,7 @@ void Reporter::finish() {
   field("cq_mod", std::to_string(opts_.cq_mod));
   field("inline_size", std::to_string(opts_.inline_size));
   field("out_reads", std::to_string(link_.out_reads));
+  field("min_rnr_timer", std::to_string(link_.min_rnr_timer));
   field("mode", opts_.duration_mode() ? "\"duration\"" : "\"iterations\"");
   field(opts_.duration_mode() ? "duration_s" : "iters",
         std::to_string(opts_.duration_mode() ? opts_.duration_s : opts_.iters));

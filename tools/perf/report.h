@@ -65,6 +65,7 @@ struct LinkInfo {
   int gid_index = 0;
   int out_reads = 0;       // outstanding READ/atomic (read and atomic tests)
   uint32_t max_inline = 0; // granted by the provider
+  int min_rnr_timer = -1;  // the QP's RNR NAK timer code (-1: unknown)
   struct End {
     uint32_t qpn = 0;
     uint32_t psn = 0;

@@ -24,6 +24,7 @@ constexpr uint64_t kCtrlWrId = ~uint64_t{0};
 constexpr int kResolveTimeoutMs = 2000;
 constexpr auto kRetryDelay = std::chrono::milliseconds(200);
 constexpr size_t kRecvChain = 32;
+constexpr uint8_t kMinRnrTimer = 12;  // 0.64 ms, perftest's MIN_RNR_TIMER
 
 int ms_until(uint64_t deadline_ns) {
   const uint64_t now = monotonic_ns();
@@ -252,7 +253,7 @@ Status Session::accept_client(uint64_t deadline_ns) {
       return Status(Code::kUnavailable, "accepting the client at " + who + ": got " + ev.to_string());
   }
   listener_.reset();
-  return {};
+  return set_min_rnr_timer();
 }
 
 Status Session::connect_server(uint64_t deadline_ns, bool* retry) {
@@ -310,6 +311,18 @@ Status Session::connect_server(uint64_t deadline_ns, bool* retry) {
   adopt_remote(server);
   if (remote_.length < std::min<uint32_t>(unit_, opts_.max_size()) || remote_ctrl_.length < kCtrlSlots * kCtrlMsgSize)
     return Status(Code::kProtocolError, "the server advertised buffers too small for this test");
+  return set_min_rnr_timer();
+}
+
+// rdma_cm leaves the responder's min_rnr_timer at 0, which the IB encoding makes 655 ms: a
+// SEND that finds the receive queue empty would stall the sender for most of a second
+// (send_bw with small messages did, now and then).  perftest's own QPs use 12 (0.64 ms);
+// RTS -> RTS may change it.
+Status Session::set_min_rnr_timer() {
+  ibv_qp_attr attr{};
+  attr.min_rnr_timer = kMinRnrTimer;
+  if (int rc = ibv_modify_qp(qp_->native_handle(), &attr, IBV_QP_MIN_RNR_TIMER); rc != 0)
+    return Status::FromErrno(rc, "ibv_modify_qp(min_rnr_timer " + std::to_string(kMinRnrTimer) + ")");
   return {};
 }
 
@@ -425,11 +438,12 @@ LinkInfo Session::link_info() const {
   ibv_qp_attr attr{};
   ibv_qp_init_attr init{};
   const int mask = IBV_QP_PATH_MTU | IBV_QP_SQ_PSN | IBV_QP_RQ_PSN | IBV_QP_DEST_QPN | IBV_QP_AV |
-                   IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_CAP;
+                   IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_CAP | IBV_QP_MIN_RNR_TIMER;
   if (ibv_query_qp(qp_->native_handle(), &attr, mask, &init) == 0) {
     li.mtu = verbs::mtu_bytes(attr.path_mtu);
     li.gid_index = attr.ah_attr.grh.sgid_index;
     li.out_reads = attr.max_rd_atomic;
+    li.min_rnr_timer = attr.min_rnr_timer;
     li.local.psn = attr.sq_psn;
     li.remote.psn = attr.rq_psn;
     li.remote.qpn = attr.dest_qp_num;

@@ -117,6 +117,7 @@ class Session {
   Status connect_server(uint64_t deadline_ns, bool* retry);
   Status check_device();
   Status create_resources();
+  Status set_min_rnr_timer();
   ConnParams local_params() const;
   void adopt_remote(const ConnParams& peer);
   Result<verbs::CmEvent> next_cm_event(uint64_t deadline_ns, const char* what);

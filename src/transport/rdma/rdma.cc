@@ -749,6 +749,7 @@ Result<size_t> RdmaConnection::writev(std::span<const iovec> iov) {
     if (!writable()) break;
     const size_t room = tx_length_ - tx_offset_;
     const size_t n = std::min(room, v.iov_len);
+    if (n == 0) continue;  // an empty iovec may carry a null base
     std::memcpy(tx_->data() + tx_offset_, v.iov_base, n);
     tx_offset_ += static_cast<uint32_t>(n);
     total += n;
