@@ -125,7 +125,13 @@ TimerId EventLoop::run_every(uint64_t period_ns, std::function<void()> fn) {
 
 void EventLoop::cancel(TimerId id) {
   assert_loop_thread();
-  timers_.erase(id);  // the heap entry is dropped lazily when it comes due
+  timers_.erase(id);  // the heap entry is dropped lazily when it reaches the top
+  // ...unless stale entries pile up under long-lived timers (a connection re-arming a long
+  // timeout): rebuild the heap once they outnumber the live ones.
+  if (timer_heap_.size() > 64 && timer_heap_.size() > 2 * timers_.size()) {
+    std::erase_if(timer_heap_, [this](const Timer& t) { return !timers_.contains(t.id); });
+    std::make_heap(timer_heap_.begin(), timer_heap_.end(), std::greater<>());
+  }
 }
 
 void EventLoop::post(std::function<void()> fn) {
@@ -163,7 +169,13 @@ void EventLoop::remove_before_sleep(HookId id) {
     if (h.first == id) h.second = nullptr;  // compacted in run_hooks (may be running now)
 }
 
-int EventLoop::next_timeout_ms(uint64_t now) const {
+int EventLoop::next_timeout_ms(uint64_t now) {
+  // Cancelled timers stay in the heap until they reach the top (lazy cancel); drop them
+  // here so a cancelled deadline never cuts a sleep short.
+  while (!timer_heap_.empty() && !timers_.contains(timer_heap_.front().id)) {
+    std::pop_heap(timer_heap_.begin(), timer_heap_.end(), std::greater<>());
+    timer_heap_.pop_back();
+  }
   if (timer_heap_.empty()) return -1;
   const uint64_t deadline = timer_heap_.front().deadline;
   if (deadline <= now) return 0;
@@ -241,15 +253,15 @@ Status EventLoop::run_once(int timeout_ms) {
 
   epoll_event events[256];
   const int max_events = std::min<int>(options_.max_events, 256);
-  int n = epoll_wait(epfd_.get(), events, max_events, 0);
-  if (n == 0 && wait_ms != 0) {
-    // Nothing ready: spin for a while if asked, then block.
-    if (options_.busy_poll_us > 0) {
-      const uint64_t spin_until = monotonic_ns() + options_.busy_poll_us * 1000ull;
-      while (n == 0 && monotonic_ns() < spin_until && !stop_.load(std::memory_order_relaxed)) {
-        if (run_hooks()) break;
-        n = epoll_wait(epfd_.get(), events, max_events, 0);
-      }
+  int n;
+  if (wait_ms != 0 && options_.busy_poll_us > 0) {
+    // Spin for a while before blocking: poll epoll (and the hooks, which may poll rings or
+    // CQs) without sleeping.
+    n = epoll_wait(epfd_.get(), events, max_events, 0);
+    const uint64_t spin_until = monotonic_ns() + options_.busy_poll_us * 1000ull;
+    while (n == 0 && monotonic_ns() < spin_until && !stop_.load(std::memory_order_relaxed)) {
+      if (run_hooks()) break;
+      n = epoll_wait(epfd_.get(), events, max_events, 0);
     }
     if (n == 0) {
       now = monotonic_ns();
@@ -258,6 +270,10 @@ Status EventLoop::run_once(int timeout_ms) {
       n = epoll_wait(epfd_.get(), events, max_events, wait_ms);
       if (n > 0) ++wakeups_;
     }
+  } else {
+    // One system call per iteration: a ready fd returns at once, otherwise this is the sleep.
+    n = epoll_wait(epfd_.get(), events, max_events, wait_ms);
+    if (n > 0 && wait_ms != 0) ++wakeups_;
   }
   if (n < 0) {
     if (errno != EINTR) return Status::FromErrno(errno, "epoll_wait");

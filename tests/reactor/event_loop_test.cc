@@ -161,6 +161,33 @@ TEST(EventLoop, CancelAndPeriodic) {
   EXPECT_FALSE(cancelled_ran);
 }
 
+TEST(EventLoop, CancelledTimerDoesNotCutASleepShort) {
+  auto loop = make_loop();
+  const TimerId id = loop->run_after(2 * kMs, [] {});
+  loop->cancel(id);
+  // The cancelled entry is still in the heap; the wait must ignore it.
+  const uint64_t t0 = monotonic_ns();
+  ASSERT_TRUE(loop->run_once(60).ok());
+  EXPECT_GE(monotonic_ns() - t0, 55 * kMs);
+}
+
+TEST(EventLoop, ManyCancelledLongTimersLeaveTheLiveOnesWorking) {
+  // A connection re-arming a long timeout cancels and re-adds it over and over.
+  auto loop = make_loop();
+  int fired = 0;
+  TimerId t = 0;
+  for (int i = 0; i < 10000; ++i) {
+    if (t != 0) loop->cancel(t);
+    t = loop->run_after(3600'000 * kMs, [&] { ++fired; });
+  }
+  std::vector<int> order;
+  loop->run_after(3 * kMs, [&] { order.push_back(2); });
+  loop->run_after(1 * kMs, [&] { order.push_back(1); });
+  ASSERT_TRUE(run_until(*loop, [&] { return order.size() == 2; }));
+  EXPECT_EQ(order, (std::vector<int>{1, 2}));
+  EXPECT_EQ(fired, 0);
+}
+
 TEST(EventLoop, PostFromOtherThreadsWakesAndKeepsOrder) {
   auto loop = make_loop();
   std::vector<int> got;

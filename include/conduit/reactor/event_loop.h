@@ -122,7 +122,7 @@ class EventLoop {
   };
 
   EventLoop(UniqueFd epfd, UniqueFd wakefd, const LoopOptions& options);
-  int next_timeout_ms(uint64_t now) const;
+  int next_timeout_ms(uint64_t now);
   void run_timers(uint64_t now);
   size_t run_posted();
   bool run_hooks();

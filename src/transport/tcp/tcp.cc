@@ -151,7 +151,10 @@ class TcpConnection final : public Connection, public reactor::FdHandler {
     for (size_t i = 0; i < msg.msg_iovlen; ++i) total += iov[i].iov_len;
     if (total == 0) return size_t{0};
     for (;;) {
-      const ssize_t n = ::sendmsg(fd_.get(), &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+      // One buffer (the common case) goes through send(): no msghdr/iovec copy-in.
+      const ssize_t n = msg.msg_iovlen == 1
+                            ? ::send(fd_.get(), iov[0].iov_base, iov[0].iov_len, MSG_DONTWAIT | MSG_NOSIGNAL)
+                            : ::sendmsg(fd_.get(), &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
       if (n > 0) {
         stats_.bytes_written += static_cast<uint64_t>(n);
         ++stats_.writes;
