@@ -20,6 +20,7 @@ uint32_t to_epoll(uint32_t events) {
   uint32_t e = 0;
   if (events & kReadable) e |= EPOLLIN | EPOLLRDHUP;
   if (events & kWritable) e |= EPOLLOUT;
+  if (events & kEdgeTriggered) e |= EPOLLET;
   return e;
 }
 

@@ -33,6 +33,9 @@ namespace conduit::reactor {
 inline constexpr uint32_t kReadable = 1u << 0;
 inline constexpr uint32_t kWritable = 1u << 1;
 inline constexpr uint32_t kHangup = 1u << 2;  // peer closed or error (EPOLLHUP/EPOLLERR/EPOLLRDHUP)
+// add()/modify() only: report each new readiness once (EPOLLET) instead of while it lasts.
+// For an eventfd every write is a new edge, so a doorbell need not be read to re-arm.
+inline constexpr uint32_t kEdgeTriggered = 1u << 3;
 
 class FdHandler {
  public:
@@ -57,7 +60,8 @@ class EventLoop {
   EventLoop& operator=(const EventLoop&) = delete;
 
   // --- file descriptors (loop thread) -------------------------------------------------
-  // Level-triggered.  kHangup is always reported; ask for kReadable/kWritable.
+  // Level-triggered unless kEdgeTriggered.  kHangup is always reported; ask for
+  // kReadable/kWritable.
   Status add(int fd, uint32_t events, FdHandler* handler);
   Status modify(int fd, uint32_t events);
   Status remove(int fd);
