@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "conduit/base/json.h"
+
 namespace conduit::bench {
 namespace {
 
@@ -54,29 +56,6 @@ void print_lat_row(uint32_t size, uint64_t samples, const LatencyStats& s) {
 
 }  // namespace
 
-std::string json_string(std::string_view v) {
-  std::string s = "\"";
-  for (char c : v) {
-    if (c == '"' || c == '\\') {
-      s += '\\';
-      s += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char b[8];
-      std::snprintf(b, sizeof b, "\\u%04x", c);
-      s += b;
-    } else {
-      s += c;
-    }
-  }
-  return s + "\"";
-}
-
-std::string json_number(double v) {
-  if (!std::isfinite(v)) return "null";
-  char b[64];
-  std::snprintf(b, sizeof b, "%.4f", v);
-  return b;
-}
 
 PingPongResult pingpong_result(uint32_t size, std::vector<double>& rtt_ns, double seconds) {
   std::sort(rtt_ns.begin(), rtt_ns.end());

@@ -70,7 +70,4 @@ class Reporter {
 
 void print_memcpy(const Options& opts, const MemcpyResult& r);
 
-std::string json_string(std::string_view v);
-std::string json_number(double v);
-
 }  // namespace conduit::bench

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "conduit/base/json.h"
+
 #include "conduit/base/clock.h"
 
 namespace conduit::perf {
@@ -48,30 +50,6 @@ std::string gid_hex(const uint8_t (&gid)[16]) {
   return s;
 }
 
-std::string json_string(std::string_view v) {
-  std::string s = "\"";
-  for (char c : v) {
-    if (c == '"' || c == '\\') {
-      s += '\\';
-      s += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char b[8];
-      std::snprintf(b, sizeof b, "\\u%04x", c);
-      s += b;
-    } else {
-      s += c;
-    }
-  }
-  return s + "\"";
-}
-
-// JSON has no inf/nan; print them as null.
-std::string json_number(double v) {
-  if (!std::isfinite(v)) return "null";
-  char b[64];
-  std::snprintf(b, sizeof b, "%.6f", v);
-  return b;
-}
 
 }  // namespace
 
