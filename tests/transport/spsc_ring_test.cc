@@ -173,6 +173,27 @@ TEST(SpscRing, WakeupFlags) {
   EXPECT_TRUE(rd.producer_needs_wakeup());
   EXPECT_FALSE(rd.producer_needs_wakeup());
   EXPECT_TRUE(w.wait_for_space());
+  w.cancel_wait();
+
+  // With a wake threshold the producer waits until enough is free, or the ring is empty.
+  ASSERT_EQ(w.write(bytes("8")), 1u);  // full again (8 bytes)
+  EXPECT_FALSE(w.wait_for_space());
+  ASSERT_EQ(rd.read(std::span<uint8_t>(buf, 1)), 1u);
+  EXPECT_FALSE(rd.producer_needs_wakeup(4)) << "1 byte free, 4 asked";
+  ASSERT_EQ(rd.read(std::span<uint8_t>(buf, 2)), 2u);
+  EXPECT_FALSE(rd.producer_needs_wakeup(4)) << "3 bytes free";
+  ASSERT_EQ(rd.read(std::span<uint8_t>(buf, 1)), 1u);
+  EXPECT_TRUE(rd.producer_needs_wakeup(4)) << "4 bytes free: the announcement was kept until now";
+  EXPECT_FALSE(rd.producer_needs_wakeup(4));
+  EXPECT_TRUE(w.wait_for_space());
+  w.cancel_wait();
+  ASSERT_EQ(w.write(bytes("9abc")), 4u);  // full again
+  EXPECT_FALSE(w.wait_for_space());
+  ASSERT_EQ(rd.read(std::span<uint8_t>(buf, 7)), 7u);
+  ASSERT_EQ(rd.read(std::span<uint8_t>(buf, 1)), 1u);
+  EXPECT_TRUE(rd.producer_needs_wakeup(1000)) << "an empty ring always wakes the producer";
+  w.cancel_wait();
+  ASSERT_EQ(w.write(bytes("defghij")), 7u);
 
   // End of stream wakes a sleeping consumer and makes its re-check succeed.
   ASSERT_EQ(rd.read(buf), 7u);

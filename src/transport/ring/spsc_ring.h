@@ -167,8 +167,18 @@ class RingReader {
 
   // After consuming: true if the producer announced it waits for space (announcement
   // consumed; ring the producer's doorbell).  Contains the protocol fence.
-  bool producer_needs_wakeup() {
+  //
+  // With min_free > 0 a waiting producer is woken only once at least min_free bytes are
+  // free or the ring is empty, and the announcement stays for a later call otherwise:
+  // waking a blocked writer for every sliver of space costs a wakeup per sliver (the same
+  // reason TCP waits for a third of the send buffer before waking a writer).  This cannot
+  // strand the producer: a consumer waiting for more data has emptied the ring, and then
+  // the producer is woken.
+  bool producer_needs_wakeup(uint64_t min_free = 0) {
     wakeup_fence();
+    if (ctl_->producer_waiting.load(std::memory_order_relaxed) == 0) return false;
+    const uint64_t unread = cursor_.available();
+    if (unread > 0 && capacity() - unread < min_free) return false;
     return check_producer_waiting();
   }
   bool check_producer_waiting() {

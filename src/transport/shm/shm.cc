@@ -59,7 +59,7 @@ Result<ShmOptions> parse_options(const Endpoint& ep) {
   OptionReader r(ep);
   ShmOptions o;
   o.ring_given = ep.options.count("ring") != 0;
-  CONDUIT_ASSIGN_OR_RETURN(o.ring, r.get_u64("ring", kDefaultRing, kMinRing, kMaxRing));
+  CONDUIT_ASSIGN_OR_RETURN(o.ring, r.get_bytes("ring", kDefaultRing, kMinRing, kMaxRing));
   if ((o.ring & (o.ring - 1)) != 0)
     return Status(Code::kInvalidArgument, "shm option ring=" + std::to_string(o.ring) + ": not a power of two");
   CONDUIT_ASSIGN_OR_RETURN(o.busy_poll_us, r.get_u64("busy_poll_us", 0, 0, 1'000'000));
@@ -292,7 +292,7 @@ class ShmConnection final : public Connection {
     if (n > 0) {
       stats_.bytes_read += n;
       ++stats_.reads;
-      if (rx_.producer_needs_wakeup()) ring_peer();
+      if (rx_.producer_needs_wakeup(rx_.capacity() / 4)) ring_peer();
       return n;
     }
     if (rx_.corrupt()) return fail(corrupt_status("head"));
