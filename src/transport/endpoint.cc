@@ -1,5 +1,6 @@
 #include "conduit/transport/endpoint.h"
 
+#include <cctype>
 #include <charconv>
 
 namespace conduit::transport {
@@ -85,6 +86,29 @@ Result<uint64_t> OptionReader::get_u64(const std::string& key, uint64_t fallback
     return Status(Code::kInvalidArgument, ep_.scheme + " option " + key + "=" + t + " outside " + std::to_string(min) +
                                               ".." + std::to_string(max));
   return v;
+}
+
+Result<uint64_t> OptionReader::get_bytes(const std::string& key, uint64_t fallback, uint64_t min, uint64_t max) {
+  used_[key] = true;
+  auto it = ep_.options.find(key);
+  if (it == ep_.options.end()) return fallback;
+  const std::string& t = it->second;
+  uint64_t v = 0;
+  auto [ptr, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+  std::string suffix(ptr, t.data() + t.size());
+  for (char& c : suffix) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  int shift = -1;
+  if (suffix.empty() || suffix == "b") shift = 0;
+  else if (suffix == "k" || suffix == "kib") shift = 10;
+  else if (suffix == "m" || suffix == "mib") shift = 20;
+  else if (suffix == "g" || suffix == "gib") shift = 30;
+  if (ec != std::errc() || ptr == t.data() || shift < 0)
+    return Status(Code::kInvalidArgument,
+                  ep_.scheme + " option " + key + "='" + t + "': not a byte count (a number, optionally with K, M or G)");
+  if (v > (max >> shift) || (v << shift) < min)
+    return Status(Code::kInvalidArgument, ep_.scheme + " option " + key + "=" + t + " outside " + std::to_string(min) +
+                                              ".." + std::to_string(max) + " bytes");
+  return v << shift;
 }
 
 Result<bool> OptionReader::get_bool(const std::string& key, bool fallback) {

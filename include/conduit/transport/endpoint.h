@@ -4,7 +4,7 @@
 //   shm://my-service          shm:///run/app.sock (an absolute socket path)
 //   rdma://192.0.2.1:7471     auto://192.0.2.1:7471
 //
-// Query parameters are transport options (ring=1048576, busy_poll_us=50, ...); every
+// Query parameters are transport options (ring=1M, busy_poll_us=50, ...; byte counts take K/M/G); every
 // transport documents its keys and rejects unknown ones, so a typo is an error rather
 // than a silently ignored setting.
 #pragma once
@@ -36,6 +36,9 @@ class OptionReader {
  public:
   explicit OptionReader(const Endpoint& ep) : ep_(ep) {}
   Result<uint64_t> get_u64(const std::string& key, uint64_t fallback, uint64_t min, uint64_t max);
+  // A byte count: a number with an optional binary suffix K, M or G (4K = 4096; also KiB,
+  // MiB, GiB, case-insensitive).
+  Result<uint64_t> get_bytes(const std::string& key, uint64_t fallback, uint64_t min, uint64_t max);
   Result<bool> get_bool(const std::string& key, bool fallback);
   Result<std::string> get_string(const std::string& key, const std::string& fallback);
   Status finish() const;

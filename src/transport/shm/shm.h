@@ -4,7 +4,7 @@
 //   shm:///run/app/kv.sock    an absolute socket path, used as is
 //
 // Options (URL query):
-//   ring=1048576             bytes per direction, a power of two in 4096..1073741824.  The
+//   ring=1M                  bytes per direction (K/M/G suffixes), a power of two in 4K..1G.  The
 //                            listener's value is the default for its clients; a client that
 //                            gives ring= asks the server for that size instead.
 //   busy_poll_us=0           spin on the rings for up to this long without work before

@@ -29,8 +29,8 @@ Result<TcpOptions> parse_options(const Endpoint& ep) {
   TcpOptions o;
   CONDUIT_ASSIGN_OR_RETURN(o.nodelay, r.get_bool("nodelay", true));
   CONDUIT_ASSIGN_OR_RETURN(uint64_t backlog, r.get_u64("backlog", 511, 1, 65535));
-  CONDUIT_ASSIGN_OR_RETURN(uint64_t sndbuf, r.get_u64("sndbuf", 0, 0, 1u << 30));
-  CONDUIT_ASSIGN_OR_RETURN(uint64_t rcvbuf, r.get_u64("rcvbuf", 0, 0, 1u << 30));
+  CONDUIT_ASSIGN_OR_RETURN(uint64_t sndbuf, r.get_bytes("sndbuf", 0, 0, 1u << 30));
+  CONDUIT_ASSIGN_OR_RETURN(uint64_t rcvbuf, r.get_bytes("rcvbuf", 0, 0, 1u << 30));
   CONDUIT_ASSIGN_OR_RETURN(o.connect_timeout_ms, r.get_u64("connect_timeout_ms", 10000, 1, 3600000));
   CONDUIT_RETURN_IF_ERROR(r.finish());
   o.backlog = static_cast<int>(backlog);
