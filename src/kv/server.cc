@@ -506,8 +506,11 @@ void ServerImpl::after_batch(ClientConn* c) {
                          << " bytes exceeds client-output-buffer-limit " << options_.output_hard_limit;
       return close_client(c, "output buffer limit");
     }
-    if (aof_ && aof_->has_pending()) {
+    if (aof_ && aof_->has_pending() && aof_->last_write_status().ok()) {
       // These replies may show data the AOF does not hold yet: send them after it does.
+      // (While the AOF cannot be written -- a full disk -- writes are refused with MISCONF
+      // and nothing new enters the buffer; reads are answered at once rather than held
+      // until the disk has room, and the cron keeps retrying the write.)
       if (!c->pending_commit) {
         c->pending_commit = true;
         pending_commit_.push_back(c);

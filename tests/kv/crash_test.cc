@@ -15,79 +15,15 @@
 #include <vector>
 
 #include "conduit/base/clock.h"
+#include "kv_process.h"
 #include "kv_test_util.h"
-
-#ifndef CONDUIT_KV_BINARY
-#error "CONDUIT_KV_BINARY must name the conduit-kv executable"
-#endif
 
 namespace conduit::kv {
 namespace {
 
 using testing::fmt;
+using testing::ServerProcess;
 using testing::TempDir;
-
-// A conduit-kv child process; the URL is read from its "ready" line on stderr.
-class ServerProcess {
- public:
-  ServerProcess(const std::vector<std::string>& args) {
-    int p[2];
-    if (::pipe2(p, O_CLOEXEC) != 0) return;
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      ::dup2(p[1], 2);
-      std::vector<char*> argv;
-      argv.push_back(const_cast<char*>(CONDUIT_KV_BINARY));
-      for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-      argv.push_back(nullptr);
-      ::execv(CONDUIT_KV_BINARY, argv.data());
-      ::_exit(127);
-    }
-    ::close(p[1]);
-    log_fd_ = p[0];
-    // Wait (bounded) for "ready to accept connections on tcp://...".
-    const uint64_t deadline = monotonic_ns() + 20'000'000'000ull;
-    char buf[4096];
-    while (monotonic_ns() < deadline && url_.empty()) {
-      const ssize_t n = ::read(log_fd_, buf, sizeof buf);
-      if (n <= 0) break;
-      log_.append(buf, static_cast<size_t>(n));
-      const size_t at = log_.find("connections on tcp://");
-      if (at != std::string::npos) {
-        const size_t start = at + std::strlen("connections on ");
-        const size_t end = log_.find_first_of(" \n", start);
-        if (end != std::string::npos) url_ = log_.substr(start, end - start);
-      }
-    }
-    // Keep draining its stderr so it never blocks on a full pipe.
-    drain_ = std::thread([fd = log_fd_] {
-      char b[4096];
-      while (::read(fd, b, sizeof b) > 0) {
-      }
-    });
-  }
-  ~ServerProcess() {
-    kill(SIGKILL);
-    if (drain_.joinable()) drain_.join();
-    if (log_fd_ >= 0) ::close(log_fd_);
-  }
-  const std::string& url() const { return url_; }
-  const std::string& log() const { return log_; }
-  void kill(int sig) {
-    if (pid_ <= 0) return;
-    ::kill(pid_, sig);
-    int st;
-    ::waitpid(pid_, &st, 0);
-    pid_ = -1;
-  }
-
- private:
-  pid_t pid_ = -1;
-  int log_fd_ = -1;
-  std::string url_;
-  std::string log_;
-  std::thread drain_;
-};
 
 TEST(Crash, SigkillUnderWriteLoadLosesNoAcknowledgedWrite) {
   TempDir dir;
