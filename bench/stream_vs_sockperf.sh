@@ -160,18 +160,28 @@ note_failure() {
 # conduit makes (epoll_wait + recv + send), shown for information.
 sockperf_port=
 sockperf_epoll_feed=$out/sockperf-epoll.feed
-start_sockperf() {
-	sockperf_port=$(free_port)
-	"${srv_pin[@]}" sockperf server --tcp -i 127.0.0.1 -p "$sockperf_port" >"$out/sockperf-server.log" 2>&1 &
-	servers+=($!)
-	echo "T:127.0.0.1:$(free_port)" >"$sockperf_epoll_feed"
-	"${srv_pin[@]}" sockperf server -f "$sockperf_epoll_feed" -F e >"$out/sockperf-epoll-server.log" 2>&1 &
-	servers+=($!)
-	sleep 0.5
-	local p
-	for p in "${servers[@]}"; do
-		kill -0 "$p" 2>/dev/null || die "a sockperf server did not start (see $out/sockperf-*server.log)"
+start_sockperf() {  # a free port can be taken between probing and binding: retry
+	local attempt p ok mine
+	for attempt in 1 2 3 4 5; do
+		mine=()
+		sockperf_port=$(free_port)
+		"${srv_pin[@]}" sockperf server --tcp -i 127.0.0.1 -p "$sockperf_port" >"$out/sockperf-server.log" 2>&1 &
+		mine+=($!)
+		echo "T:127.0.0.1:$(free_port)" >"$sockperf_epoll_feed"
+		"${srv_pin[@]}" sockperf server -f "$sockperf_epoll_feed" -F e >"$out/sockperf-epoll-server.log" 2>&1 &
+		mine+=($!)
+		sleep 0.5
+		ok=1
+		for p in "${mine[@]}"; do kill -0 "$p" 2>/dev/null || ok=0; done
+		if ((ok)); then
+			servers+=("${mine[@]}")
+			return 0
+		fi
+		for p in "${mine[@]}"; do kill "$p" 2>/dev/null || true; done
+		wait "${mine[@]}" 2>/dev/null || true
+		echo "   a sockperf server did not start (attempt $attempt); retrying on other ports" >&2
 	done
+	die "a sockperf server did not start (see $out/sockperf-*server.log)"
 }
 
 run_sockperf() {  # run_sockperf SIZE REP: default mode, then epoll mode
