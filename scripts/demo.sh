@@ -7,6 +7,7 @@
 #   3. in the Soft-RoCE guest (testbed/run): conduit-kv served over rdma:// and tcp:// on the
 #      guest's rxe0 address, conduit-kv-bench over both, then conduit-perf next to perftest
 #      (bench/perf_vs_perftest.sh, a short subset)
+#   (also conduit-bench ping-pong and streaming over tcp:// and shm:// on the host)
 # Everything stays on 127.0.0.1 or inside the guest; every run is bounded by count and time.
 # Takes about 3 minutes after the build.  Numbers on a shared 2-core machine are noisy:
 # docs/BENCHMARKS.md has the measured tables and how to reproduce them.
@@ -79,6 +80,16 @@ timeout 60 "$kvbench" --transport shm --shm-name "$shm_name" -c 1 -n 20000 -t se
 for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
 wait 2>/dev/null || true
 pids=()
+
+echo
+echo "== conduit-bench on the host: the same program over tcp:// and shm:// (loopback, 1 s per cell) =="
+cb=build/tools/bench/conduit-bench
+for url in tcp://127.0.0.1:0 "shm://conduit-demo-bench-$$" "shm://conduit-demo-busy-$$?busy_poll_us=100"; do
+  echo "-- $url"
+  timeout 60 "$cb" stream --loopback "$url" -t pingpong -s 64,16K -D 1 --no-progress |
+    awk '/#bytes.*one-way/ {p = 1} p && /^ *(#|[0-9])/ {print}'
+  timeout 60 "$cb" stream --loopback "$url" -t stream -s 64K,1M -D 1 --no-progress | grep -E '^ *(#bytes|[0-9])'
+done
 
 echo
 echo "== in the Soft-RoCE guest: conduit-kv over rdma:// and tcp:// =="
