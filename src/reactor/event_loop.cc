@@ -260,11 +260,12 @@ Status EventLoop::run_once(int timeout_ms) {
     // CQs) without sleeping.
     n = epoll_wait(epfd_.get(), events, max_events, 0);
     const uint64_t spin_until = monotonic_ns() + options_.busy_poll_us * 1000ull;
+    bool spin_hooks_pending = false;
     while (n == 0 && monotonic_ns() < spin_until && !stop_.load(std::memory_order_relaxed)) {
-      if (run_hooks()) break;
+      if ((spin_hooks_pending = run_hooks())) break;  // a hook has work: return to the caller
       n = epoll_wait(epfd_.get(), events, max_events, 0);
     }
-    if (n == 0) {
+    if (n == 0 && !spin_hooks_pending) {
       now = monotonic_ns();
       const int t = next_timeout_ms(now);
       if (t >= 0 && (wait_ms < 0 || t < wait_ms)) wait_ms = t;

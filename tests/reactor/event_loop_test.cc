@@ -253,6 +253,20 @@ TEST(EventLoop, BeforeSleepHooksRunAndPendingPreventsSleep) {
   EXPECT_EQ(calls, 4);
 }
 
+TEST(EventLoop, HookThatFindsWorkWhileSpinningKeepsTheLoopAwake) {
+  // Busy polling runs the hooks while it spins; one that reports work (a ring or CQ that
+  // filled up) must end the iteration, not send the loop to sleep.
+  LoopOptions o;
+  o.busy_poll_us = 20'000;
+  auto loop = make_loop(o);
+  int calls = 0;
+  loop->add_before_sleep([&] { return ++calls == 5; });  // work appears on the 5th look
+  const uint64_t t0 = monotonic_ns();
+  ASSERT_TRUE(loop->run_once(2000).ok());
+  EXPECT_LT(monotonic_ns() - t0, 1000 * kMs) << "slept after a hook reported work";
+  EXPECT_GE(calls, 5);
+}
+
 TEST(EventLoop, IdleLoopSleeps) {
   auto loop = make_loop();
   const uint64_t t0 = monotonic_ns();
