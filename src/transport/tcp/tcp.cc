@@ -22,6 +22,7 @@ struct TcpOptions {
   int sndbuf = 0;
   int rcvbuf = 0;
   uint64_t connect_timeout_ms = 10000;
+  bool reuseport = false;
 };
 
 Result<TcpOptions> parse_options(const Endpoint& ep) {
@@ -32,6 +33,7 @@ Result<TcpOptions> parse_options(const Endpoint& ep) {
   CONDUIT_ASSIGN_OR_RETURN(uint64_t sndbuf, r.get_bytes("sndbuf", 0, 0, 1u << 30));
   CONDUIT_ASSIGN_OR_RETURN(uint64_t rcvbuf, r.get_bytes("rcvbuf", 0, 0, 1u << 30));
   CONDUIT_ASSIGN_OR_RETURN(o.connect_timeout_ms, r.get_u64("connect_timeout_ms", 10000, 1, 3600000));
+  CONDUIT_ASSIGN_OR_RETURN(o.reuseport, r.get_bool("reuseport", false));
   CONDUIT_RETURN_IF_ERROR(r.finish());
   o.backlog = static_cast<int>(backlog);
   o.sndbuf = static_cast<int>(sndbuf);
@@ -386,6 +388,10 @@ class TcpTransport final : public Transport {
     if (!fd) return Status::FromErrnoAuto(errno, "tcp socket");
     const int one = 1;
     setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    // Several listeners (one per event loop, same effective uid) share the port; the kernel
+    // spreads incoming connections over them by a hash of the 4-tuple.
+    if (o.reuseport && setsockopt(fd.get(), SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) != 0)
+      return Status::FromErrnoAuto(errno, "tcp setsockopt SO_REUSEPORT " + ep.address);
     if (::bind(fd.get(), res->ai_addr, res->ai_addrlen) != 0)
       return Status::FromErrnoAuto(errno, "tcp bind " + ep.address);
     if (::listen(fd.get(), o.backlog) != 0) return Status::FromErrnoAuto(errno, "tcp listen " + ep.address);
