@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstdarg>
 #include <cinttypes>
+#include <condition_variable>
 #include <cstring>
 
 #include "conduit/base/clock.h"
@@ -133,7 +134,6 @@ ServerImpl::ServerImpl(reactor::EventLoop& loop, const ServerOptions& options) :
   for (uint32_t i = 0; i < std::max<uint32_t>(options_.databases, 1); ++i)
     dbs_.push_back(std::make_unique<Database>(static_cast<int>(i)));
   build_command_table();
-  scratch_.resize(kScratchBytes);
   rewrite_watch_.s = this;
   uint64_t seed = 0;
   if (::getentropy(&seed, sizeof seed) == 0 && seed != 0) rng_state_ = seed;
@@ -198,6 +198,8 @@ const CommandDef* ServerImpl::find_command(std::string_view name) const {
 }
 
 Status ServerImpl::start() {
+  if (options_.io_threads < 1 || options_.io_threads > 128)
+    return Status(Code::kInvalidArgument, "conduit-kv: io-threads must be between 1 and 128");
   // Replay the append-only file before anyone can connect.
   if (options_.appendonly) {
     const std::string path = options_.dir + "/" + options_.appendfilename;
@@ -208,6 +210,7 @@ Status ServerImpl::start() {
     ReplyWriter w(&sink);
     loading_ = true;
     const uint64_t t0 = monotonic_ns();
+    std::lock_guard<std::mutex> lock(mu_);
     auto r = load_aof(path, options_.aof_load_truncated, options_.limits,
                       [&](std::span<const std::string_view> args) -> Status {
                         sink.clear();
@@ -226,6 +229,23 @@ Status ServerImpl::start() {
     CONDUIT_ASSIGN_OR_RETURN(aof_, Aof::open(path, options_.appendfsync));
   }
   refresh_time();
+
+  // Worker 0 is the caller's loop; the others get their own loops, started below once their
+  // listeners and timers are in place (a loop that no thread runs yet may be set up from here).
+  for (uint32_t i = 0; i < options_.io_threads; ++i) {
+    auto w = std::make_unique<Worker>();
+    w->index = i;
+    if (i == 0) {
+      w->loop = &loop_;
+    } else {
+      reactor::LoopOptions lo;
+      lo.busy_poll_us = options_.io_busy_poll_us;
+      CONDUIT_ASSIGN_OR_RETURN(w->owned_loop, reactor::EventLoop::create(lo));
+      w->loop = w->owned_loop.get();
+    }
+    w->scratch.resize(kScratchBytes);
+    workers_.push_back(std::move(w));
+  }
 
   std::vector<std::string> urls;
   std::vector<std::string> binds;
@@ -249,29 +269,112 @@ Status ServerImpl::start() {
   if (options_.rdma_port >= 0)
     for (const std::string& b : binds) urls.push_back("rdma://" + host_for_url(b) + ":" + std::to_string(options_.rdma_port));
   for (const std::string& u : options_.extra_listen) urls.push_back(u);
-  for (const std::string& u : urls) CONDUIT_RETURN_IF_ERROR(open_listener(u));
+  for (const std::string& u : urls) {
+    Worker& w0 = *workers_[0];
+    auto ep = transport::Endpoint::parse(u);
+    if (!ep.ok()) return ep.status().annotate("conduit-kv: cannot listen on " + u);
+    if (ep->scheme != "tcp" || workers_.size() == 1) {
+      CONDUIT_RETURN_IF_ERROR(open_listener(w0, u));
+      listen_urls_.push_back(w0.listeners.back()->url());
+      continue;
+    }
+    // One tcp listener per worker on the same port: the kernel spreads the connections.
+    // shm and rdma listeners stay on worker 0 (their transports cannot share a port).
+    ep->options.try_emplace("reuseport", "1");
+    CONDUIT_RETURN_IF_ERROR(open_listener(w0, ep->to_string()));
+    const std::string bound = w0.listeners.back()->url();  // port 0 resolved
+    listen_urls_.push_back(bound);
+    auto same = transport::Endpoint::parse(bound);
+    if (!same.ok()) return same.status();
+    same->options = ep->options;
+    for (size_t i = 1; i < workers_.size(); ++i) CONDUIT_RETURN_IF_ERROR(open_listener(*workers_[i], same->to_string()));
+  }
 
-  cron_timer_ = loop_.run_every(1'000'000'000ull / std::max<uint32_t>(options_.hz, 1), [this] { cron(); });
+  const uint64_t period = 1'000'000'000ull / std::max<uint32_t>(options_.hz, 1);
+  cron_timer_ = loop_.run_every(period, [this] { cron(); });
+  for (auto& wp : workers_) {
+    Worker* w = wp.get();
+    w->cron_timer = w->loop->run_every(period, [this, w] { clients_cron(*w); });
+  }
+  return start_workers();
+}
+
+Status ServerImpl::start_workers() {
+  for (size_t i = 1; i < workers_.size(); ++i) {
+    Worker& w = *workers_[i];
+    w.thread = std::thread([loop = w.loop, i] {
+      if (Status s = loop->run(); !s.ok()) CONDUIT_LOG(kError) << "conduit-kv: io thread " << i << ": " << s.to_string();
+    });
+  }
   return {};
 }
 
-Status ServerImpl::open_listener(const std::string& url) {
-  auto l = transport::listen(loop_, url, [this](std::unique_ptr<transport::Connection> c) { on_accept(std::move(c)); });
+Status ServerImpl::open_listener(Worker& w, const std::string& url) {
+  Worker* wp = &w;
+  auto l = transport::listen(*w.loop, url,
+                             [this, wp](std::unique_ptr<transport::Connection> c) { on_accept(*wp, std::move(c)); });
   if (!l.ok()) return l.status().annotate("conduit-kv: cannot listen on " + url);
-  CONDUIT_LOG(kInfo) << "conduit-kv: listening on " << (*l)->url();
-  listeners_.emplace_back(url, std::move(l).value());
+  if (w.index == 0) CONDUIT_LOG(kInfo) << "conduit-kv: listening on " << (*l)->url();
+  w.listeners.push_back(std::move(l).value());
   return {};
+}
+
+void ServerImpl::post_to(Worker& w, std::function<void()> fn) {
+  w.loop->post([alive = std::weak_ptr<ServerImpl*>(alive_), fn = std::move(fn)] {
+    if (alive.lock()) fn();
+  });
+}
+
+// On w's loop thread (or any thread when that loop is not running).
+void ServerImpl::teardown_worker(Worker& w) {
+  if (w.cron_timer != 0) w.loop->cancel(w.cron_timer);
+  w.cron_timer = 0;
+  for (auto& l : w.listeners) l->close();
+  // Replies waiting for the AOF: write it, then send them.
+  if (!w.pending_commit.empty()) commit(w);
+  if (w.commit_timer != 0) w.loop->cancel(w.commit_timer);
+  w.commit_timer = 0;
+  w.commit_scheduled = false;
+  std::lock_guard<std::mutex> lock(mu_);
+  while (w.clients_head != nullptr) close_client_locked(w.clients_head, "server shutdown");
+}
+
+void ServerImpl::stop_workers() {
+  for (size_t i = 1; i < workers_.size(); ++i) {
+    Worker& w = *workers_[i];
+    if (!w.thread.joinable()) {
+      teardown_worker(w);  // never ran: nothing else touches it
+      continue;
+    }
+    std::mutex m;
+    std::condition_variable cv;
+    bool done = false;
+    post_to(w, [&] {
+      teardown_worker(w);
+      std::lock_guard<std::mutex> l(m);
+      done = true;
+      cv.notify_all();
+    });
+    {
+      std::unique_lock<std::mutex> l(m);
+      cv.wait(l, [&] { return done; });
+    }
+    w.loop->stop();
+    w.thread.join();
+  }
 }
 
 void ServerImpl::shutdown() {
-  if (shut_down_) return;
-  shut_down_ = true;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (shut_down_) return;
+    shut_down_ = true;  // no new clients from here on
+  }
   if (cron_timer_ != 0) loop_.cancel(cron_timer_);
   cron_timer_ = 0;
-  for (auto& [url, l] : listeners_) l->close();
-  // Replies waiting for the AOF: write it, then send them.
-  if (!pending_commit_.empty() || (aof_ && aof_->has_pending())) commit();
-  while (clients_head_ != nullptr) close_client(clients_head_, "server shutdown");
+  stop_workers();
+  if (!workers_.empty()) teardown_worker(*workers_[0]);
+  std::lock_guard<std::mutex> lock(mu_);
   if (aof_) {
     if (rewrite_fd_ >= 0 && loop_.watching(rewrite_fd_)) (void)loop_.remove(rewrite_fd_);
     rewrite_fd_ = -1;
@@ -279,11 +382,12 @@ void ServerImpl::shutdown() {
     if (Status s = aof_->flush(); !s.ok()) CONDUIT_LOG(kError) << "conduit-kv: final AOF write failed: " << s.to_string();
     aof_.reset();  // fsyncs
   }
-  listeners_.clear();
+  for (auto& w : workers_) w->listeners.clear();
 }
 
 void ServerImpl::request_shutdown() {
-  loop_.post([this] {
+  // From any worker: the shutdown handler runs on worker 0 (the caller's loop).
+  post_to(*workers_[0], [this] {
     if (shutdown_handler_)
       shutdown_handler_();
     else
@@ -377,57 +481,89 @@ uint64_t ServerImpl::used_memory() {
 
 // --- connections --------------------------------------------------------------------------------
 
-void ServerImpl::on_accept(std::unique_ptr<transport::Connection> conn) {
-  ++stats_.connections_received;
+namespace {
+
+// A counter with one writer (its worker) and readers anywhere: no read-modify-write needed.
+void bump(std::atomic<uint64_t>& a, uint64_t n) { a.store(a.load(std::memory_order_relaxed) + n, std::memory_order_relaxed); }
+
+int64_t coarse_now_ms() {
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME_COARSE, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1'000'000;
+}
+
+}  // namespace
+
+void ServerImpl::on_accept(Worker& w, std::unique_ptr<transport::Connection> conn) {
   const std::string scheme(conn->caps().transport);
-  ++transport_totals_[scheme].connections;
   const std::string peer = conn->peer_address();
-  auto reject = [&](std::string_view msg) {
-    ++stats_.rejected_connections;
-    (void)conn->write({reinterpret_cast<const uint8_t*>(msg.data()), msg.size()});
+  std::string_view refusal;
+  bool denied = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++stats_.connections_received;
+    ++transport_totals_[scheme].connections;
+    if (shut_down_) refusal = "-ERR server is shutting down\r\n";
+    else if (num_clients_ >= options_.maxclients) refusal = "-ERR max number of clients reached\r\n";
+    else if (options_.protected_mode && options_.requirepass.empty() && !is_loopback(scheme, peer)) refusal = kDenied, denied = true;
+    if (!refusal.empty()) ++stats_.rejected_connections;
+  }
+  if (!refusal.empty()) {
+    if (denied) CONDUIT_LOG(kWarn) << "conduit-kv: protected mode: refused " << scheme << " client " << peer;
+    (void)conn->write({reinterpret_cast<const uint8_t*>(refusal.data()), refusal.size()});
     conn->close();
-    loop_.destroy_later(std::move(conn));
-  };
-  if (shut_down_) return reject("-ERR server is shutting down\r\n");
-  if (num_clients_ >= options_.maxclients) return reject("-ERR max number of clients reached\r\n");
-  if (options_.protected_mode && options_.requirepass.empty() && !is_loopback(scheme, peer)) {
-    CONDUIT_LOG(kWarn) << "conduit-kv: protected mode: refused " << scheme << " client " << peer;
-    return reject(kDenied);
+    w.loop->destroy_later(std::move(conn));
+    return;
   }
   auto* c = new ClientConn;
   c->server = this;
+  c->worker = &w;
   c->conn = std::move(conn);
   c->scheme = scheme;
   c->peer = peer;
-  c->parser.set_limits(options_.limits);
-  c->state.id = next_client_id_++;
-  c->state.conn = c;
-  c->state.authenticated = options_.requirepass.empty();
-  c->state.created_ms = c->state.last_interaction_ms = coarse_ms_;
-  c->last_write_progress_ms = coarse_ms_;
-  c->next = clients_head_;
-  if (clients_head_ != nullptr) clients_head_->prev = c;
-  clients_head_ = c;
-  ++num_clients_;
-  stats_.connected_clients = num_clients_;
+  c->local = c->conn->local_address();
+  c->last_write_progress_ms = coarse_now_ms();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    c->parser.set_limits(options_.limits);
+    c->limits_gen = limits_gen_;
+    c->state.id = next_client_id_++;
+    c->state.conn = c;
+    c->state.authenticated = options_.requirepass.empty();
+    c->state.created_ms = c->state.last_interaction_ms = coarse_ms_;
+    c->next = w.clients_head;
+    if (w.clients_head != nullptr) w.clients_head->prev = c;
+    w.clients_head = c;
+    ++w.num_clients;
+    ++num_clients_;
+    stats_.connected_clients = num_clients_;
+  }
+  bump(w.connections, 1);
   c->conn->set_read_handler([c](transport::Connection&) { c->server->on_readable(c); });
 }
 
 void ServerImpl::on_readable(ClientConn* c) {
   if (c->closed) return;
-  invalidate_time();
+  Worker& w = *c->worker;
   transport::Connection& conn = *c->conn;
+  // The read runs outside the lock: the workers' I/O goes on in parallel.
+  const char* data;
+  size_t len;
+  size_t n;
+  bool from_query;
   if (c->query.empty()) {
-    // The common case: read into the shared buffer and run the commands in place; only a
+    // The common case: read into the worker's buffer and run the commands in place; only a
     // partial command at the end is copied into the client's own buffer.
-    auto r = conn.read({reinterpret_cast<uint8_t*>(scratch_.data()), scratch_.size()});
+    auto r = conn.read({reinterpret_cast<uint8_t*>(w.scratch.data()), w.scratch.size()});
     if (!r.ok()) {
       if (r.status().would_block()) return;
       return close_client(c, r.status().to_string());
     }
     if (*r == 0) return close_client(c, "client closed the connection");
-    stats_.net_input_bytes += *r;
-    process_input(c, scratch_.data(), *r, false);
+    n = *r;
+    data = w.scratch.data();
+    len = n;
+    from_query = false;
   } else {
     // Read a big argument in large steps, but grow at most 2x per read: memory follows the
     // bytes that actually arrived, not the length a client announced.
@@ -442,12 +578,37 @@ void ServerImpl::on_readable(ClientConn* c) {
       return close_client(c, r.status().to_string());
     }
     if (*r == 0) return close_client(c, "client closed the connection");
-    stats_.net_input_bytes += *r;
-    c->query.commit(*r);
-    process_input(c, c->query.data(), c->query.size(), true);
+    n = *r;
+    c->query.commit(n);
+    data = c->query.data();
+    len = c->query.size();
+    from_query = true;
   }
-  if (c->closed) return;
-  if (c->query.size() > options_.limits.max_query_buffer) {
+  bump(w.reads, 1);
+  BatchEnd end;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stats_.net_input_bytes += n;
+    end = run_batch_locked(c, data, len, from_query);
+  }
+  after_batch(c, end);
+}
+
+ServerImpl::BatchEnd ServerImpl::run_batch_locked(ClientConn* c, const char* data, size_t len, bool from_query) {
+  BatchEnd end;
+  if (c->closed) return end;
+  if (c->kill_requested) {
+    close_client_locked(c, "killed by CLIENT KILL");
+    return end;
+  }
+  invalidate_time();
+  if (c->limits_gen != limits_gen_) {
+    c->parser.set_limits(options_.limits);
+    c->limits_gen = limits_gen_;
+  }
+  process_input_locked(c, data, len, from_query);
+  c->stats_snap = c->conn->stats();
+  if (!c->closed && c->query.size() > options_.limits.max_query_buffer) {
     CONDUIT_LOG(kWarn) << "conduit-kv: closing client " << c->peer << " that reached max query buffer length ("
                        << c->query.size() << " bytes)";
     c->writer.error("ERR Protocol error: query buffer limit (client-query-buffer-limit) exceeded");
@@ -455,10 +616,17 @@ void ServerImpl::on_readable(ClientConn* c) {
     c->query.release();
     c->parser.reset();
   }
-  after_batch(c);
+  // These replies may show data the AOF does not hold yet (this batch's writes or another
+  // worker's): then they go out only after the AOF write (and fsync under `always`).
+  // (While the AOF cannot be written -- a full disk -- writes are refused with MISCONF and
+  // nothing new enters the buffer; reads are answered at once rather than held until the
+  // disk has room, and the cron keeps retrying the write.)
+  end.wait_for_aof = aof_ && aof_->has_pending() && aof_->last_write_status().ok();
+  end.hard_limit = options_.output_hard_limit;
+  return end;
 }
 
-void ServerImpl::process_input(ClientConn* c, const char* data, size_t len, bool from_query) {
+void ServerImpl::process_input_locked(ClientConn* c, const char* data, size_t len, bool from_query) {
   ClientState& st = c->state;
   size_t off = 0;
   while (off < len) {
@@ -498,77 +666,112 @@ void ServerImpl::process_input(ClientConn* c, const char* data, size_t len, bool
   }
 }
 
-void ServerImpl::after_batch(ClientConn* c) {
+void ServerImpl::after_batch(ClientConn* c, BatchEnd end) {
+  Worker& w = *c->worker;
   for (;;) {
     if (c->closed) return;
-    if (c->out.size() > options_.output_hard_limit && options_.output_hard_limit > 0) {
+    if (end.hard_limit > 0 && c->out.size() > end.hard_limit) {
       CONDUIT_LOG(kWarn) << "conduit-kv: closing client " << c->peer << ": output buffer " << c->out.size()
-                         << " bytes exceeds client-output-buffer-limit " << options_.output_hard_limit;
+                         << " bytes exceeds client-output-buffer-limit " << end.hard_limit;
       return close_client(c, "output buffer limit");
     }
-    if (aof_ && aof_->has_pending() && aof_->last_write_status().ok()) {
-      // These replies may show data the AOF does not hold yet: send them after it does.
-      // (While the AOF cannot be written -- a full disk -- writes are refused with MISCONF
-      // and nothing new enters the buffer; reads are answered at once rather than held
-      // until the disk has room, and the cron keeps retrying the write.)
+    if (end.wait_for_aof) {
       if (!c->pending_commit) {
         c->pending_commit = true;
-        pending_commit_.push_back(c);
+        w.pending_commit.push_back(c);
       }
-      schedule_commit();
+      schedule_commit(w);
       break;
     }
     if (!flush_client(c)) return;
     if (!c->read_paused || !c->out.empty()) break;
     // Paused for output and it all went out: run the commands still queued.
     c->read_paused = false;
-    process_input(c, c->query.data(), c->query.size(), true);
+    std::lock_guard<std::mutex> lock(mu_);
+    end = run_batch_locked(c, c->query.data(), c->query.size(), true);
   }
   if (c->closed) return;
   if (c->read_paused) c->conn->set_read_handler(nullptr);
+  publish(c);
 }
 
-void ServerImpl::schedule_commit() {
-  if (commit_scheduled_) return;
-  commit_scheduled_ = true;
+void ServerImpl::publish(ClientConn* c) {
+  constexpr auto r = std::memory_order_relaxed;
+  c->pub_qbuf.store(c->query.size(), r);
+  c->pub_qbuf_cap.store(c->query.capacity(), r);
+  c->pub_obuf.store(c->out.size(), r);
+  c->pub_obuf_cap.store(c->out.capacity(), r);
+  c->pub_writing.store(c->write_handler_on, r);
+}
+
+void ServerImpl::schedule_commit(Worker& w) {
+  if (w.commit_scheduled) return;
+  w.commit_scheduled = true;
   // A zero-delay timer runs at the end of this loop iteration, after every connection
   // served in it (fd events and transport hooks alike): one AOF write (and fsync) covers
   // all their commands, like Redis' beforeSleep.
-  loop_.run_after(0, [this] { commit(); });
+  Worker* wp = &w;
+  w.commit_timer = w.loop->run_after(0, [this, wp] {
+    wp->commit_timer = 0;
+    commit(*wp);
+  });
 }
 
-void ServerImpl::commit() {
-  commit_scheduled_ = false;
+void ServerImpl::commit(Worker& w) {
+  w.commit_scheduled = false;
   Status s;
-  if (aof_) s = aof_->flush();
+  bool always = false;
+  {
+    // Everything fed so far, by any worker, is written (and fsynced under `always`) by the
+    // time this returns OK: whichever worker flushes first covers the others' bytes too.
+    std::lock_guard<std::mutex> lock(mu_);
+    if (aof_) {
+      s = aof_->flush();
+      always = aof_->policy() == AppendFsync::kAlways;
+    }
+  }
   std::vector<ClientConn*> list;
-  list.swap(pending_commit_);
+  list.swap(w.pending_commit);
   for (ClientConn* c : list) {
     c->pending_commit = false;
     if (c->closed) continue;
-    if (!s.ok() && aof_ && aof_->policy() == AppendFsync::kAlways) {
+    if (!s.ok() && always) {
       // Under `always` a reply promises durability: withhold it.
       close_client(c, "AOF write failed: " + std::string(s.message()));
       continue;
     }
-    const bool paused = c->read_paused;
-    if (!flush_client(c)) continue;
-    if (paused && c->out.empty()) {
-      c->read_paused = false;
-      c->conn->set_read_handler([c](transport::Connection&) { c->server->on_readable(c); });
-      process_input(c, c->query.data(), c->query.size(), true);
-      after_batch(c);
-    }
+    resume_paused(c);
   }
 }
 
+// Sends what is queued; a client paused for output whose replies all went out runs the
+// commands still in its query buffer.
+void ServerImpl::resume_paused(ClientConn* c) {
+  const bool paused = c->read_paused;
+  if (!flush_client(c)) return;
+  if (paused && c->out.empty()) {
+    c->read_paused = false;
+    c->conn->set_read_handler([c](transport::Connection&) { c->server->on_readable(c); });
+    BatchEnd end;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      end = run_batch_locked(c, c->query.data(), c->query.size(), true);
+    }
+    after_batch(c, end);
+    return;
+  }
+  publish(c);
+}
+
 bool ServerImpl::flush_client(ClientConn* c) {
+  Worker& w = *c->worker;
   while (!c->out.empty()) {
     auto r = c->conn->write({reinterpret_cast<const uint8_t*>(c->out.data()), c->out.size()});
     if (r.ok()) {
       c->out.consume(*r);
-      stats_.net_output_bytes += *r;
-      c->last_write_progress_ms = coarse_ms_;
+      bump(w.net_output_bytes, *r);
+      bump(w.writes, 1);
+      c->last_write_progress_ms = coarse_now_ms();
       continue;
     }
     if (r.status().would_block()) {
@@ -596,30 +799,29 @@ bool ServerImpl::flush_client(ClientConn* c) {
 
 void ServerImpl::on_writable(ClientConn* c) {
   if (c->closed) return;
-  invalidate_time();
-  const bool paused = c->read_paused;
-  if (!flush_client(c)) return;
-  if (paused && c->out.empty()) {
-    c->read_paused = false;
-    c->conn->set_read_handler([c](transport::Connection&) { c->server->on_readable(c); });
-    process_input(c, c->query.data(), c->query.size(), true);
-    after_batch(c);
-  }
+  resume_paused(c);
 }
 
 void ServerImpl::close_client(ClientConn* c, std::string_view why) {
+  std::lock_guard<std::mutex> lock(mu_);
+  close_client_locked(c, why);
+}
+
+void ServerImpl::close_client_locked(ClientConn* c, std::string_view why) {
   if (c->closed) return;
   c->closed = true;
+  Worker& w = *c->worker;
   CONDUIT_LOG(kDebug) << "conduit-kv: closing client id=" << c->state.id << " " << c->peer << ": " << why;
   if (c->prev != nullptr) c->prev->next = c->next;
-  else clients_head_ = c->next;
+  else w.clients_head = c->next;
   if (c->next != nullptr) c->next->prev = c->prev;
-  if (cron_cursor_ == c) cron_cursor_ = c->next;
+  if (w.cron_cursor == c) w.cron_cursor = c->next;
+  --w.num_clients;
   --num_clients_;
   stats_.connected_clients = num_clients_;
   if (c->pending_commit) {
-    auto it = std::find(pending_commit_.begin(), pending_commit_.end(), c);
-    if (it != pending_commit_.end()) pending_commit_.erase(it);
+    auto it = std::find(w.pending_commit.begin(), w.pending_commit.end(), c);
+    if (it != w.pending_commit.end()) w.pending_commit.erase(it);
     c->pending_commit = false;
   }
   TransportTotals& t = transport_totals_[c->scheme];
@@ -633,55 +835,79 @@ void ServerImpl::close_client(ClientConn* c, std::string_view why) {
   t.stats.wakeups += s.wakeups;
   c->conn->close();
   // We may be inside the connection's own handler: destroy it after this dispatch.
-  loop_.destroy_later(std::unique_ptr<ClientConn>(c));
+  w.loop->destroy_later(std::unique_ptr<ClientConn>(c));
 }
 
 void ServerImpl::kill_client(ClientConn* c) {
-  if (c == nullptr) return;
-  close_client(c, "killed by CLIENT KILL");
+  if (c == nullptr || c->closed || c->kill_requested) return;
+  Worker* w = c->worker;
+  if (w->loop->in_loop_thread()) {
+    close_client_locked(c, "killed by CLIENT KILL");
+    return;
+  }
+  // Its worker may be reading or writing it right now: that thread closes it.
+  c->kill_requested = true;
+  const uint64_t id = c->state.id;
+  post_to(*w, [this, w, id] {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (ClientConn* x = w->clients_head; x != nullptr; x = x->next)
+      if (x->state.id == id) return close_client_locked(x, "killed by CLIENT KILL");
+  });
 }
 
 std::vector<const ClientConn*> ServerImpl::clients() const {
   std::vector<const ClientConn*> v;
   v.reserve(num_clients_);
-  for (const ClientConn* c = clients_head_; c != nullptr; c = c->next) v.push_back(c);
-  std::reverse(v.begin(), v.end());  // oldest first, like Redis
+  for (const auto& w : workers_)
+    for (const ClientConn* c = w->clients_head; c != nullptr; c = c->next)
+      if (!c->kill_requested) v.push_back(c);
+  // Oldest first, like Redis.
+  std::sort(v.begin(), v.end(), [](const ClientConn* a, const ClientConn* b) { return a->state.id < b->state.id; });
   return v;
 }
 
 ClientConn* ServerImpl::find_client(uint64_t id) const {
-  for (ClientConn* c = clients_head_; c != nullptr; c = c->next)
-    if (c->state.id == id) return c;
+  for (const auto& w : workers_)
+    for (ClientConn* c = w->clients_head; c != nullptr; c = c->next)
+      if (c->state.id == id && !c->kill_requested) return c;
   return nullptr;
 }
 
 std::string ServerImpl::client_list_line(const ClientConn& c) const {
   char buf[1024];
   const ClientState& s = c.state;
-  const std::string local = c.conn ? c.conn->local_address() : "";
+  constexpr auto r = std::memory_order_relaxed;
+  const size_t qbuf = c.pub_qbuf.load(r), qcap = c.pub_qbuf_cap.load(r);
+  const size_t obuf = c.pub_obuf.load(r), ocap = c.pub_obuf_cap.load(r);
   std::snprintf(buf, sizeof buf,
                 "id=%" PRIu64 " addr=%s laddr=%s fd=-1 name=%s age=%" PRId64 " idle=%" PRId64
                 " flags=N db=%d sub=0 psub=0 ssub=0 multi=-1 qbuf=%zu qbuf-free=%zu argv-mem=0 multi-mem=0 rbs=%zu "
                 "rbp=0 obl=%zu oll=0 omem=%zu tot-mem=%zu events=r%s cmd=%s user=default redir=-1 resp=%d "
-                "transport=%s",
-                s.id, c.peer.c_str(), local.c_str(), s.name.c_str(), (coarse_ms_ - s.created_ms) / 1000,
-                (coarse_ms_ - s.last_interaction_ms) / 1000, s.db, c.query.size(),
-                c.query.capacity() - c.query.size(), c.query.capacity(), c.out.size(), c.out.capacity(),
-                c.query.capacity() + c.out.capacity() + sizeof(ClientConn), c.write_handler_on ? "w" : "",
+                "transport=%s io-thread=%zu",
+                s.id, c.peer.c_str(), c.local.c_str(), s.name.c_str(), (coarse_ms_ - s.created_ms) / 1000,
+                (coarse_ms_ - s.last_interaction_ms) / 1000, s.db, qbuf, qcap > qbuf ? qcap - qbuf : 0, qcap, obuf,
+                ocap, qcap + ocap + sizeof(ClientConn), c.pub_writing.load(r) ? "w" : "",
                 s.last_cmd != nullptr ? s.last_cmd->name : "NULL", s.resp == RespVersion::kResp3 ? 3 : 2,
-                c.scheme.c_str());
+                c.scheme.c_str(), c.worker->index);
   return buf;
+}
+
+uint64_t ServerImpl::net_output_bytes() const {
+  uint64_t n = 0;
+  for (const auto& w : workers_) n += w->net_output_bytes.load(std::memory_order_relaxed);
+  return n - net_output_base_;
 }
 
 // --- cron -----------------------------------------------------------------------------------------
 
+// Worker 0: expiry, the AOF, stats.  Each worker checks its own clients (clients_cron).
 void ServerImpl::cron() {
+  std::lock_guard<std::mutex> lock(mu_);
   refresh_time();
   ++cron_loops_;
   update_ops_sample();
-  active_expire_cycle();
-  clients_cron();
-  aof_cron();
+  active_expire_cycle_locked();
+  aof_cron_locked();
   if (cron_loops_ % 10 == 0)
     for (auto& d : dbs_) d->table().maybe_shrink();
 }
@@ -697,7 +923,7 @@ void ServerImpl::update_ops_sample() {
   ops_last_cmds_ = stats_.commands_processed;
 }
 
-void ServerImpl::active_expire_cycle() {
+void ServerImpl::active_expire_cycle_locked() {
   if (loading_) return;
   // Redis' slow cycle: up to 25% of a tick, 20 keys per sample, another round while more
   // than a quarter of a sample was expired.
@@ -728,20 +954,22 @@ void ServerImpl::active_expire_cycle() {
     }
   }
 done:
-  if (expired_any && aof_ && aof_->has_pending()) schedule_commit();
+  if (expired_any && aof_ && aof_->has_pending()) schedule_commit(*workers_[0]);
 }
 
-void ServerImpl::clients_cron() {
+void ServerImpl::clients_cron(Worker& w) {
+  std::lock_guard<std::mutex> lock(mu_);
+  refresh_time();
   // Look at a slice of the clients per tick: all of them within about a second.
-  size_t budget = std::max<size_t>(num_clients_ / std::max<uint32_t>(options_.hz, 1) + 1, 50);
-  if (cron_cursor_ == nullptr) cron_cursor_ = clients_head_;
-  while (budget-- > 0 && cron_cursor_ != nullptr) {
-    ClientConn* c = cron_cursor_;
-    cron_cursor_ = c->next;
+  size_t budget = std::max<size_t>(w.num_clients / std::max<uint32_t>(options_.hz, 1) + 1, 50);
+  if (w.cron_cursor == nullptr) w.cron_cursor = w.clients_head;
+  while (budget-- > 0 && w.cron_cursor != nullptr) {
+    ClientConn* c = w.cron_cursor;
+    w.cron_cursor = c->next;
     if (c->closed || c->pending_commit) continue;
     const int64_t idle_ms = now_ms_ - c->state.last_interaction_ms;
     if (options_.timeout > 0 && idle_ms > static_cast<int64_t>(options_.timeout) * 1000 && c->out.empty()) {
-      close_client(c, "idle timeout");
+      close_client_locked(c, "idle timeout");
       continue;
     }
     if (!c->out.empty()) {
@@ -750,7 +978,7 @@ void ServerImpl::clients_cron() {
         if (now_ms_ - c->soft_limit_since_ms > static_cast<int64_t>(options_.output_soft_seconds) * 1000) {
           CONDUIT_LOG(kWarn) << "conduit-kv: closing client " << c->peer << ": output above the soft limit for "
                              << options_.output_soft_seconds << " s";
-          close_client(c, "output soft limit");
+          close_client_locked(c, "output soft limit");
           continue;
         }
       } else {
@@ -761,20 +989,21 @@ void ServerImpl::clients_cron() {
           now_ms_ - c->last_write_progress_ms > static_cast<int64_t>(options_.output_soft_seconds) * 1000) {
         CONDUIT_LOG(kWarn) << "conduit-kv: closing client " << c->peer << ": no output progress for "
                            << options_.output_soft_seconds << " s";
-        close_client(c, "output stalled");
+        close_client_locked(c, "output stalled");
         continue;
       }
     } else if (idle_ms > 2000) {
       // Idle: give the memory back.
       if (c->out.capacity() > 0) c->out.release();
       if (c->query.empty() && c->query.capacity() > 0) c->query.release();
+      publish(c);
     }
   }
 }
 
-void ServerImpl::aof_cron() {
+void ServerImpl::aof_cron_locked() {
   if (!aof_) return;
-  if (aof_->has_pending() && !commit_scheduled_) commit();
+  if (aof_->has_pending()) schedule_commit(*workers_[0]);
   if (aof_->rewrite_in_progress()) return;
   const uint64_t pct = options_.auto_aof_rewrite_percentage;
   const uint64_t base = std::max<uint64_t>(aof_->base_size(), 1);
@@ -790,23 +1019,36 @@ void ServerImpl::aof_cron() {
 std::string ServerImpl::bgrewriteaof() {
   if (!aof_) return "ERR Append only file is disabled (appendonly no): nothing to rewrite";
   if (aof_->rewrite_in_progress()) return "ERR Background append only file rewriting already in progress";
+  // mu_ is held: no other worker is inside a command while the child's snapshot is forked.
   auto fd = aof_->start_rewrite([this](int out) { return write_snapshot(out); });
   if (!fd.ok()) return "ERR " + std::string(fd.status().message());
   rewrite_fd_ = *fd;
-  // The child holds the pipe's write end: the read end hangs up when it exits.
-  if (Status s = loop_.add(rewrite_fd_, reactor::kReadable, &rewrite_watch_); !s.ok()) {
-    CONDUIT_LOG(kWarn) << "aof rewrite: cannot watch the child: " << s.to_string();
-  }
+  watch_rewrite(rewrite_fd_);
   ++aof_rewrites_scheduled_;
   return "";
 }
 
+// The child holds the pipe's write end: the read end hangs up when it exits.  Watched on
+// worker 0's loop.  mu_ held.
+void ServerImpl::watch_rewrite(int fd) {
+  auto add = [this, fd] {
+    if (rewrite_fd_ != fd || loop_.watching(fd)) return;
+    if (Status s = loop_.add(fd, reactor::kReadable, &rewrite_watch_); !s.ok())
+      CONDUIT_LOG(kWarn) << "aof rewrite: cannot watch the child: " << s.to_string();
+  };
+  if (loop_.in_loop_thread()) return add();
+  post_to(*workers_[0], [this, add] {
+    std::lock_guard<std::mutex> lock(mu_);
+    add();
+  });
+}
+
 void ServerImpl::on_rewrite_done() {
+  std::lock_guard<std::mutex> lock(mu_);
   if (rewrite_fd_ >= 0 && loop_.watching(rewrite_fd_)) (void)loop_.remove(rewrite_fd_);
   rewrite_fd_ = -1;
   if (aof_) (void)aof_->finish_rewrite();
 }
-
 // Runs in the forked child: plain writes, no loop.
 bool ServerImpl::write_snapshot(int fd) {
   ByteBuffer buf;
@@ -919,6 +1161,8 @@ void ServerImpl::reset_stats() {
   stats_ = ServerStats();
   stats_.connected_clients = clients;
   for (auto& [k, t] : transport_totals_) t = TransportTotals();
+  net_output_base_ = 0;
+  net_output_base_ = net_output_bytes();
   std::fill(std::begin(ops_sample_), std::end(ops_sample_), 0);
 }
 
@@ -964,15 +1208,16 @@ std::string ServerImpl::info(std::string_view sections_text) {
     appendf(&out, "uptime_in_seconds:%" PRId64, uptime);
     appendf(&out, "uptime_in_days:%" PRId64, uptime / 86400);
     appendf(&out, "hz:%u", options_.hz);
-    appendf(&out, "io_threads_active:%d", options_.io_threads > 1 ? 1 : 0);
-    for (size_t i = 0; i < listeners_.size(); ++i) appendf(&out, "listener%zu:url=%s", i, listeners_[i].second->url().c_str());
+    appendf(&out, "io_threads_active:%d", workers_.size() > 1 ? 1 : 0);
+    appendf(&out, "io_threads:%zu", workers_.size());
+    for (size_t i = 0; i < listen_urls_.size(); ++i) appendf(&out, "listener%zu:url=%s", i, listen_urls_[i].c_str());
   }
   if (on("clients")) {
     section("Clients");
     size_t max_in = 0, max_out = 0;
-    for (const ClientConn* c = clients_head_; c != nullptr; c = c->next) {
-      max_in = std::max(max_in, c->query.size());
-      max_out = std::max(max_out, c->out.size());
+    for (const ClientConn* c : clients()) {
+      max_in = std::max(max_in, c->pub_qbuf.load(std::memory_order_relaxed));
+      max_out = std::max(max_out, c->pub_obuf.load(std::memory_order_relaxed));
     }
     appendf(&out, "connected_clients:%zu", num_clients_);
     appendf(&out, "maxclients:%u", options_.maxclients);
@@ -1022,7 +1267,7 @@ std::string ServerImpl::info(std::string_view sections_text) {
     appendf(&out, "total_commands_processed:%" PRIu64, stats_.commands_processed);
     appendf(&out, "instantaneous_ops_per_sec:%" PRIu64, ops / kOpsSamples);
     appendf(&out, "total_net_input_bytes:%" PRIu64, stats_.net_input_bytes);
-    appendf(&out, "total_net_output_bytes:%" PRIu64, stats_.net_output_bytes);
+    appendf(&out, "total_net_output_bytes:%" PRIu64, net_output_bytes());
     appendf(&out, "rejected_connections:%" PRIu64, stats_.rejected_connections);
     appendf(&out, "expired_keys:%" PRIu64, stats_.expired_keys);
     appendf(&out, "evicted_keys:0");
@@ -1046,9 +1291,10 @@ std::string ServerImpl::info(std::string_view sections_text) {
     // Closed connections' totals plus the live ones' counters (Connection::stats()).
     std::map<std::string, std::pair<TransportTotals, uint64_t>> t;
     for (const auto& [k, v] : transport_totals_) t[k].first = v;
-    for (const ClientConn* c = clients_head_; c != nullptr; c = c->next) {
+    for (const ClientConn* c : clients()) {
       auto& [tot, active] = t[c->scheme];
-      const transport::ConnStats& s = c->conn->stats();
+      // Another worker's connection: its counters as of its last batch.
+      const transport::ConnStats& s = c->worker->loop->in_loop_thread() ? c->conn->stats() : c->stats_snap;
       tot.stats.bytes_read += s.bytes_read;
       tot.stats.bytes_written += s.bytes_written;
       tot.stats.reads += s.reads;
@@ -1065,6 +1311,14 @@ std::string ServerImpl::info(std::string_view sections_text) {
           ",write_would_block=%" PRIu64 ",wakeups=%" PRIu64,
           scheme.c_str(), v.first.connections, v.second, s.bytes_read, s.bytes_written, s.reads, s.writes,
           s.read_would_block, s.write_would_block, s.wakeups);
+    }
+  }
+  if (on("threads")) {
+    section("Threads");
+    for (const auto& w : workers_) {
+      constexpr auto r = std::memory_order_relaxed;
+      appendf(&out, "io_thread_%zu:clients=%zu,connections_received=%" PRIu64 ",reads=%" PRIu64 ",writes=%" PRIu64,
+              w->index, w->num_clients, w->connections.load(r), w->reads.load(r), w->writes.load(r));
     }
   }
   if (on("keyspace")) {
@@ -1155,7 +1409,7 @@ const ConfigItem kConfig[] = {
        uint64_t n;
        if (!parse_memory(v, &n) || n < 1024 * 1024) return std::string("argument must be a memory value of at least 1mb");
        s.options_.limits.max_bulk_len = n;
-       for (auto* c : s.clients()) const_cast<ClientConn*>(c)->parser.set_limits(s.options_.limits);
+       s.limits_changed();
        return std::string();
      }},
     {"client-query-buffer-limit", true,
@@ -1248,13 +1502,21 @@ Result<std::unique_ptr<Server>> Server::create(reactor::EventLoop& loop, const S
 
 std::vector<std::string> Server::listen_urls() const {
   std::vector<std::string> v;
-  for (const auto& [url, l] : impl_->listeners_) v.push_back(l->url());
+  for (const std::string& u : impl_->listen_urls_) v.push_back(u);
   return v;
 }
 
 void Server::set_shutdown_handler(std::function<void()> fn) { impl_->shutdown_handler_ = std::move(fn); }
 void Server::shutdown() { impl_->shutdown(); }
-ServerStats Server::stats() const { return impl_->stats_; }
-std::string Server::info(const std::string& section) const { return impl_->info(section); }
+ServerStats Server::stats() const {
+  std::lock_guard<std::mutex> lock(impl_->mu_);
+  ServerStats s = impl_->stats_;
+  s.net_output_bytes = impl_->net_output_bytes();
+  return s;
+}
+std::string Server::info(const std::string& section) const {
+  std::lock_guard<std::mutex> lock(impl_->mu_);
+  return impl_->info(section);
+}
 
 }  // namespace conduit::kv

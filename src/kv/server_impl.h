@@ -2,14 +2,17 @@
 // implementations (commands_*.cc) see.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "aof.h"
@@ -24,6 +27,7 @@ namespace conduit::kv {
 class ServerImpl;
 struct CommandContext;
 struct ClientConn;
+struct Worker;
 
 enum CommandFlags : uint32_t {
   kCmdWrite = 1u << 0,     // may change data: propagated to the AOF when it did
@@ -98,27 +102,69 @@ struct TransportTotals {
   transport::ConnStats stats;
 };
 
-// One accepted connection.
+// One accepted connection.  It belongs to one Worker (the loop its transport connection
+// lives on).  Only that worker's thread does I/O on it or touches its buffers, parser and
+// flags; other threads (CLIENT LIST/KILL, INFO) hold ServerImpl::mu_ and read only what is
+// written under it (state, closed, kill_requested, stats_snap) or the published atomics.
 struct ClientConn {
   ServerImpl* server = nullptr;
+  Worker* worker = nullptr;
   std::unique_ptr<transport::Connection> conn;
   ClientState state;
   std::string scheme;      // "tcp", "shm", "rdma"
   std::string peer;        // cached peer address
+  std::string local;       // cached local address
   RequestParser parser;
+  uint64_t limits_gen = 0; // ServerImpl::limits_gen_ the parser's limits come from
   ByteBuffer query;        // unparsed input held across reads (empty for most clients)
   ByteBuffer out;          // replies not yet written
   ReplyWriter writer{&out};
   bool write_handler_on = false;
   bool read_paused = false;       // stopped reading: unsent replies above output_pause_bytes
   bool pending_commit = false;    // replies wait for the AOF to be written
-  bool closed = false;
+  bool closed = false;            // written under mu_ (by the owner thread only)
+  bool kill_requested = false;    // CLIENT KILL from another thread (under mu_)
   int64_t soft_limit_since_ms = 0;  // when output first exceeded the soft limit
   int64_t last_write_progress_ms = 0;
+  transport::ConnStats stats_snap;  // conn->stats() as of the last batch (under mu_)
+  // Buffer sizes for CLIENT LIST / INFO from any thread (published by the owner).
+  std::atomic<size_t> pub_qbuf{0}, pub_qbuf_cap{0}, pub_obuf{0}, pub_obuf_cap{0};
+  std::atomic<bool> pub_writing{false};
   ClientConn* prev = nullptr;
   ClientConn* next = nullptr;
 };
 
+// One reactor thread's share of the server: its loop, its connections and listeners, and
+// the replies it holds back until the AOF is written.  Worker 0 runs on the caller's loop;
+// workers 1..io_threads-1 on loops and threads the server owns.
+struct Worker {
+  size_t index = 0;
+  reactor::EventLoop* loop = nullptr;
+  std::unique_ptr<reactor::EventLoop> owned_loop;  // workers > 0
+  std::thread thread;                              // workers > 0
+  std::vector<std::unique_ptr<transport::Listener>> listeners;
+  std::vector<char> scratch;  // read buffer shared by this worker's clients
+  // Under ServerImpl::mu_: the worker's clients (for cron, CLIENT LIST, KILL).
+  ClientConn* clients_head = nullptr;
+  size_t num_clients = 0;
+  // Loop thread only.
+  ClientConn* cron_cursor = nullptr;
+  std::vector<ClientConn*> pending_commit;
+  bool commit_scheduled = false;
+  reactor::TimerId commit_timer = 0;
+  reactor::TimerId cron_timer = 0;
+  // Counters any thread may read (INFO).
+  std::atomic<uint64_t> net_output_bytes{0};
+  std::atomic<uint64_t> connections{0};
+  std::atomic<uint64_t> reads{0};
+  std::atomic<uint64_t> writes{0};
+};
+
+// Threading: with io_threads = N the server runs N workers (reactor threads).  Network I/O
+// runs on each connection's own worker without locks; everything shared (the keyspace,
+// command execution, the AOF, stats, the client lists, CONFIG, the cron) is guarded by
+// mu_, and a worker holds it for a whole batch of commands read in one go, so every
+// command (and every pipelined batch) is atomic.  Functions named *_locked need mu_ held.
 class ServerImpl {
  public:
   ServerImpl(reactor::EventLoop& loop, const ServerOptions& options);
@@ -127,7 +173,7 @@ class ServerImpl {
   Status start();
   void shutdown();
 
-  // --- command execution (also used by the AOF loader) ---------------------------------
+  // --- command execution (also used by the AOF loader; mu_ held) -----------------------
   // Runs one command for `client`, writing its reply to `reply`.
   void execute(ClientState& client, std::span<const std::string_view> argv, ReplyWriter& reply);
   const CommandDef* find_command(std::string_view name) const;
@@ -151,21 +197,27 @@ class ServerImpl {
   uint64_t used_memory();
   void propagate(int db, std::span<const std::string_view> args);
 
-  // --- server features the commands reach -----------------------------------------------
+  // --- server features the commands reach (mu_ held) -------------------------------------
   std::string info(std::string_view sections);
   // CONFIG GET pattern -> (name, value) pairs; CONFIG SET name value -> error text or "".
   std::vector<std::pair<std::string, std::string>> config_get(std::string_view pattern) const;
   std::string config_set(std::string_view name, std::string_view value);
   std::string client_list_line(const ClientConn& c) const;
+  // Live clients, oldest first (not those a CLIENT KILL is closing).
   std::vector<const ClientConn*> clients() const;
   ClientConn* find_client(uint64_t id) const;
+  // Closes a client now when it is served by the calling thread, else asks its worker to.
   void kill_client(ClientConn* c);
   std::string bgrewriteaof();
   void request_shutdown();
   void reset_stats();
+  // Bumped by CONFIG SET of a protocol limit: each client picks up the new limits before
+  // its next batch.
+  void limits_changed() { ++limits_gen_; }
 
   ServerOptions options_;
-  reactor::EventLoop& loop_;
+  reactor::EventLoop& loop_;  // worker 0's loop: the cron, AOF rewrite, shutdown
+  mutable std::mutex mu_;
   ServerStats stats_;
   std::map<std::string, TransportTotals> transport_totals_;
   std::function<void()> shutdown_handler_;
@@ -173,7 +225,8 @@ class ServerImpl {
   uint64_t start_mono_ns_ = 0;
   uint64_t rdb_changes_since_save_ = 0;  // "dirty" in Redis' INFO persistence
   uint64_t aof_rewrites_scheduled_ = 0;
-  std::vector<std::pair<std::string, std::unique_ptr<transport::Listener>>> listeners_;
+  std::vector<std::string> listen_urls_;  // one per listener URL (worker 0's listeners)
+  std::vector<std::unique_ptr<Worker>> workers_;
   std::unique_ptr<Aof> aof_;
   std::deque<std::string> prop_storage_;  // own(): cleared after each command
   std::vector<std::string_view> prop_args_;
@@ -184,23 +237,39 @@ class ServerImpl {
   friend class Server;
   friend struct ClientConnOps;
   void build_command_table();
-  Status open_listener(const std::string& url);
-  void on_accept(std::unique_ptr<transport::Connection> conn);
+  Status open_listener(Worker& w, const std::string& url);
+  Status start_workers();
+  void stop_workers();
+  void teardown_worker(Worker& w);
+  // Runs fn on w's loop thread, unless the server is gone by then.
+  void post_to(Worker& w, std::function<void()> fn);
+  void on_accept(Worker& w, std::unique_ptr<transport::Connection> conn);
   void on_readable(ClientConn* c);
-  void process_input(ClientConn* c, const char* data, size_t len, bool from_query);
-  void after_batch(ClientConn* c);
+  // Runs the parsed commands of one read and decides what happens to the replies.
+  struct BatchEnd {
+    bool wait_for_aof = false;  // replies must wait for the AOF write
+    uint64_t hard_limit = 0;    // client-output-buffer-limit hard bytes
+  };
+  BatchEnd run_batch_locked(ClientConn* c, const char* data, size_t len, bool from_query);
+  void process_input_locked(ClientConn* c, const char* data, size_t len, bool from_query);
+  void after_batch(ClientConn* c, BatchEnd end);
+  void resume_paused(ClientConn* c);
   bool flush_client(ClientConn* c);  // false if the client was closed
+  void publish(ClientConn* c);
   void on_writable(ClientConn* c);
   void close_client(ClientConn* c, std::string_view why);
-  void schedule_commit();
-  void commit();
+  void close_client_locked(ClientConn* c, std::string_view why);
+  void schedule_commit(Worker& w);
+  void commit(Worker& w);
   void cron();
-  void active_expire_cycle();
-  void clients_cron();
-  void aof_cron();
+  void active_expire_cycle_locked();
+  void clients_cron(Worker& w);
+  void aof_cron_locked();
   bool write_snapshot(int fd);
+  void watch_rewrite(int fd);
   void on_rewrite_done();
   void update_ops_sample();
+  uint64_t net_output_bytes() const;
 
   std::vector<std::unique_ptr<Database>> dbs_;
   // Command lookup: open addressing over lower-case names.
@@ -208,13 +277,10 @@ class ServerImpl {
   std::vector<const CommandDef*> command_list_;
   std::map<std::string, uint64_t> command_calls_;
 
-  ClientConn* clients_head_ = nullptr;
   size_t num_clients_ = 0;
   uint64_t next_client_id_ = 1;
-  ClientConn* cron_cursor_ = nullptr;
-  std::vector<ClientConn*> pending_commit_;
-  bool commit_scheduled_ = false;
-  std::vector<char> scratch_;  // read buffer shared by all clients of this loop
+  uint64_t limits_gen_ = 0;
+  uint64_t net_output_base_ = 0;  // net_output_bytes() at the last CONFIG RESETSTAT
   int64_t now_ms_ = 0;
   bool time_valid_ = false;
   int64_t coarse_ms_ = 0;  // CLOCK_REALTIME_COARSE: idle and progress bookkeeping
@@ -225,8 +291,10 @@ class ServerImpl {
   int64_t used_memory_at_ms_ = -1;
   uint64_t used_memory_ = 0;
   int expire_db_cursor_ = 0;
+  // Posted closures hold a weak reference: they do nothing once the server is gone.
+  std::shared_ptr<ServerImpl*> alive_ = std::make_shared<ServerImpl*>(this);
 
-  // Rewrite child watch.
+  // Rewrite child watch (worker 0's loop).
   struct PipeWatch : reactor::FdHandler {
     ServerImpl* s = nullptr;
     void on_events(uint32_t) override { s->on_rewrite_done(); }

@@ -1,5 +1,6 @@
-// Commands over real connections, once per transport (tcp, and shm where available).
-// Expected replies and error texts are Redis 7.0's.
+// Commands over real connections, once per transport (tcp, and shm where available), and
+// over tcp to a server with 4 io threads (tcp_io4).  Expected replies and error texts are
+// Redis 7.0's.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -23,14 +24,24 @@ class Commands : public ::testing::TestWithParam<std::string> {
     if (testing::shm_available()) o.shm_name = testing::unique_name("kv-commands");
     server_ = new ServerThread(o);
     ASSERT_TRUE(server_->ok()) << server_->status().to_string();
+    ServerOptions threaded;
+    threaded.port = 0;
+    threaded.hz = 50;
+    threaded.io_threads = 4;
+    server_io4_ = new ServerThread(threaded);
+    ASSERT_TRUE(server_io4_->ok()) << server_io4_->status().to_string();
   }
   static void TearDownTestSuite() {
     delete server_;
     server_ = nullptr;
+    delete server_io4_;
+    server_io4_ = nullptr;
   }
+  static ServerThread& server() { return GetParam() == "tcp_io4" ? *server_io4_ : *server_; }
+  std::string scheme() const { return GetParam() == "tcp_io4" ? "tcp" : GetParam(); }
   void SetUp() override {
     if (GetParam() == "shm" && !testing::shm_available()) GTEST_SKIP() << "shm transport not available";
-    const std::string url = server_->url(GetParam());
+    const std::string url = server().url(scheme());
     ASSERT_FALSE(url.empty());
     auto c = Client::connect(url);
     ASSERT_TRUE(c.ok()) << c.status().to_string();
@@ -41,9 +52,11 @@ class Commands : public ::testing::TestWithParam<std::string> {
   std::string r(const std::vector<std::string>& args) { return fmt(c_->command(args)); }
 
   static ServerThread* server_;
+  static ServerThread* server_io4_;
   std::unique_ptr<Client> c_;
 };
 ServerThread* Commands::server_ = nullptr;
+ServerThread* Commands::server_io4_ = nullptr;
 
 TEST_P(Commands, PingEchoUnknownArity) {
   EXPECT_EQ(r({"PING"}), "+PONG");
@@ -229,7 +242,7 @@ TEST_P(Commands, LazyAndActiveExpiry) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   EXPECT_EQ(n, ":50");
-  auto info = server_->info("stats");
+  auto info = server().info("stats");
   EXPECT_NE(info.find("expired_keys:"), std::string::npos);
 }
 
@@ -361,7 +374,7 @@ TEST_P(Commands, HelloResp3AndClientCommands) {
   auto list = c_->command({"CLIENT", "LIST"});
   ASSERT_TRUE(list.ok());
   EXPECT_NE(list->str.find("name=tester"), std::string::npos);
-  EXPECT_NE(list->str.find("transport=" + GetParam()), std::string::npos);
+  EXPECT_NE(list->str.find("transport=" + scheme()), std::string::npos);
   EXPECT_EQ(r({"CLIENT", "BOGUS"}), "-ERR unknown subcommand 'BOGUS'. Try CLIENT HELP.");
   EXPECT_EQ(r({"HELLO", "4"}), "-NOPROTO unsupported protocol version");
   auto h = c_->command({"HELLO", "3"});
@@ -386,7 +399,9 @@ TEST_P(Commands, InfoConfigCommand) {
   for (const char* s : {"# Server", "# Clients", "# Memory", "# Persistence", "# Stats", "# Transports", "redis_version:",
                         "connected_clients:", "used_memory:", "aof_enabled:0", "total_commands_processed:"})
     EXPECT_NE(info->str.find(s), std::string::npos) << s;
-  EXPECT_NE(info->str.find("transport_" + GetParam() + ":"), std::string::npos);
+  EXPECT_NE(info->str.find("transport_" + scheme() + ":"), std::string::npos);
+  EXPECT_NE(info->str.find(GetParam() == "tcp_io4" ? "io_threads_active:1\r\n" : "io_threads_active:0\r\n"),
+            std::string::npos);
   auto only = c_->command({"INFO", "clients"});
   EXPECT_EQ(only->str.find("# Server"), std::string::npos);
   EXPECT_EQ(r({"CONFIG", "GET", "maxmemory"}), "[\"maxmemory\", \"0\"]");
@@ -428,7 +443,7 @@ TEST_P(Commands, PipelineAndInline) {
 }
 
 TEST_P(Commands, ProtocolErrorClosesOnlyThatClient) {
-  auto other = Client::connect(server_->url(GetParam()));
+  auto other = Client::connect(server().url(scheme()));
   ASSERT_TRUE(other.ok());
   auto bad = c_->raw("*1\r\n$-5\r\n", 1);
   ASSERT_TRUE(bad.ok()) << bad.status().to_string();
@@ -448,7 +463,7 @@ TEST_P(Commands, QuitAndBigValues) {
   EXPECT_FALSE(c_->command({"PING"}).ok());
 }
 
-INSTANTIATE_TEST_SUITE_P(Transports, Commands, ::testing::Values("tcp", "shm"),
+INSTANTIATE_TEST_SUITE_P(Transports, Commands, ::testing::Values("tcp", "shm", "tcp_io4"),
                          [](const auto& p) { return p.param; });
 
 // --- servers with special options ------------------------------------------------------------------

@@ -1,6 +1,7 @@
 // Durability: SIGKILL the conduit-kv binary under write load with appendfsync always, start
 // it again on the same directory, and check that every write that was acknowledged is
-// there.  (Unacknowledged writes may or may not be: that is allowed.)
+// there.  (Unacknowledged writes may or may not be: that is allowed.)  Run with one io
+// thread and with four (the writers' connections then land on different threads).
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -25,15 +26,25 @@ using testing::fmt;
 using testing::ServerProcess;
 using testing::TempDir;
 
-TEST(Crash, SigkillUnderWriteLoadLosesNoAcknowledgedWrite) {
+class Crash : public ::testing::TestWithParam<int> {};
+
+TEST_P(Crash, SigkillUnderWriteLoadLosesNoAcknowledgedWrite) {
   TempDir dir;
   const std::vector<std::string> args = {"--port", "0", "--appendonly", "yes", "--appendfsync", "always",
-                                         "--dir", dir.path(), "--loglevel", "warning"};
+                                         "--dir", dir.path(), "--loglevel", "warning",
+                                         "--io-threads", std::to_string(GetParam())};
   constexpr int kWriters = 6;
   std::vector<int64_t> acked_sets(kWriters, 0), acked_incrs(kWriters, 0);
   {
     ServerProcess server(args);
     ASSERT_FALSE(server.url().empty()) << server.log();
+    {
+      auto probe = Client::connect(server.url());
+      ASSERT_TRUE(probe.ok());
+      auto info = (*probe)->command({"INFO", "server"});
+      ASSERT_TRUE(info.ok());
+      EXPECT_NE(info->str.find(GetParam() > 1 ? "io_threads_active:1" : "io_threads_active:0"), std::string::npos);
+    }
     std::atomic<bool> stop{false};
     std::vector<std::thread> writers;
     for (int t = 0; t < kWriters; ++t) {
@@ -91,9 +102,12 @@ TEST(Crash, SigkillUnderWriteLoadLosesNoAcknowledgedWrite) {
     if (n->type == ReplyType::kBulk) v = std::stoll(n->str);
     EXPECT_GE(v, acked_incrs[t]) << "writer " << t;
   }
-  std::printf("crash test: %lld acknowledged SETs across %d writers, all present after SIGKILL + restart\n",
-              static_cast<long long>(total), kWriters);
+  std::printf("crash test (%d io threads): %lld acknowledged SETs across %d writers, all present after SIGKILL + restart\n",
+              GetParam(), static_cast<long long>(total), kWriters);
 }
+
+INSTANTIATE_TEST_SUITE_P(IoThreads, Crash, ::testing::Values(1, 4),
+                         [](const auto& p) { return "io_threads_" + std::to_string(p.param); });
 
 }  // namespace
 }  // namespace conduit::kv

@@ -76,7 +76,9 @@ int main(int argc, char** argv) {
   app.add_option("--databases", o.databases, "number of databases")->capture_default_str();
   app.add_option("--timeout", o.timeout, "close clients idle this many seconds (0 = never)")->capture_default_str();
   app.add_option("--hz", o.hz, "background tasks per second (expiry, client checks)")->capture_default_str();
-  app.add_option("--io-threads", o.io_threads, "reactor threads (only 1 is supported in this version)")
+  app.add_option("--io-threads", o.io_threads,
+                 "reactor threads serving connections (1..128); tcp connections are spread over them "
+                 "(SO_REUSEPORT), shm and rdma stay on the first; commands still run one at a time")
       ->capture_default_str();
   app.add_option("--proto-max-bulk-len", proto_max_bulk_len, "largest argument")->capture_default_str();
   app.add_option("--client-query-buffer-limit", query_limit, "largest unparsed input per client")->capture_default_str();
@@ -116,9 +118,8 @@ int main(int argc, char** argv) {
   }
   if (!save.empty()) return die("--save: RDB snapshots are not supported; use --appendonly yes");
   if (parse_bool(daemonize, &b) && b) return die("--daemonize yes is not supported; run it under a supervisor");
-  if (o.io_threads != 1)
-    return die("--io-threads > 1 is not available yet: the transport layer cannot hand an accepted connection to "
-               "another loop (see src/kv/README.md)");
+  if (o.io_threads < 1 || o.io_threads > 128) return die("--io-threads must be between 1 and 128");
+  o.io_busy_poll_us = busy_poll_us;
   o.extra_listen = listen;
   if (loglevel == "debug") set_log_level(LogLevel::kDebug);
   else if (loglevel == "verbose" || loglevel == "notice") set_log_level(LogLevel::kInfo);

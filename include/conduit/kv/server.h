@@ -8,10 +8,14 @@
 //
 // Listeners are opened through the transport URL front door (tcp://, shm://, rdma://), so
 // every transport runs the same server code.  Commands run one at a time on the loop
-// thread (with io_threads > 1, on the thread of the connection's loop, under one lock:
-// each command stays atomic).
+// thread.  With io_threads = N > 1 the server starts N-1 more loops on its own threads and
+// opens N tcp listeners on the same port (SO_REUSEPORT), one per loop, so the kernel
+// spreads TCP connections over the N loops; shm and rdma listeners stay on the caller's
+// loop.  Reads, parsing of partial input and reply writes run in parallel on the loops;
+// commands run under one server-wide lock, a whole batch (one read's worth of pipelined
+// commands) at a time, so every command stays atomic.
 //
-// Threading: create(), the destructor and every method run on the loop's thread.
+// Threading: create(), the destructor and every method run on the caller's loop thread.
 #pragma once
 
 #include <cstdint>
@@ -68,7 +72,8 @@ struct ServerOptions {
   // Stop running a client's pipelined commands while this many reply bytes are unsent
   // (resume when they drain): a client that does not read cannot grow memory unboundedly.
   uint64_t output_pause_bytes = 1ull << 20;
-  uint32_t io_threads = 1;           // io-threads: reactor threads serving connections
+  uint32_t io_threads = 1;           // io-threads: reactor threads serving connections (1..64)
+  uint32_t io_busy_poll_us = 0;      // busy polling of the extra io-thread loops (LoopOptions)
   std::string logfile;               // informational (CONFIG GET)
 };
 
