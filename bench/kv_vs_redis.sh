@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # conduit-kv vs Debian's redis-server under Debian's redis-benchmark (issue 5, section 8,
-# host part), plus conduit-kv-bench over shared memory.
+# host part), plus conduit-kv-bench over shared memory.  The guest part (conduit-kv over
+# rdma vs over tcp in the Soft-RoCE testbed) is bench/kv_rdma_vs_tcp.sh.
 #
 #   bench/kv_vs_redis.sh [--build DIR] [--rounds N] [--scale F] [--no-pin] [--out FILE]
 #
