@@ -35,13 +35,13 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 if [[ -z $build ]]; then
-  for d in build-kv build; do
+  for d in build; do
     [[ -x $here/$d/tools/kv/conduit-kv ]] && build=$here/$d && break
   done
 fi
 KV=$build/tools/kv/conduit-kv
 BENCH=$build/tools/kv/conduit-kv-bench
-[[ -x $KV && -x $BENCH ]] || { echo "conduit-kv not built (looked in ${build:-build-kv, build}); build first" >&2; exit 1; }
+[[ -x $KV && -x $BENCH ]] || { echo "conduit-kv not built (looked in ${build:-build}); build first" >&2; exit 1; }
 for t in redis-server redis-benchmark redis-cli python3; do
   command -v $t >/dev/null || { echo "$t not found: apt-get install redis-server redis-tools python3" >&2; exit 1; }
 done
