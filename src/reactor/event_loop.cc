@@ -51,6 +51,15 @@ EventLoop::EventLoop(UniqueFd epfd, UniqueFd wakefd, const LoopOptions& options)
     : epfd_(std::move(epfd)), wakefd_(std::move(wakefd)), options_(options) {}
 
 EventLoop::~EventLoop() {
+  // Whoever destroys the loop is its thread now (e.g. after a LoopGroup joined its runner).
+  owner_.store(std::thread::id(), std::memory_order_relaxed);
+  // Work on a moved-out list: a teardown function may remove itself or others.
+  std::vector<std::pair<HookId, std::function<void()>>> fns = std::move(teardown_);
+  teardown_.clear();
+  for (auto& [id, fn] : fns) {
+    (void)id;
+    if (fn) fn();
+  }
   if (!fds_.empty())
     CONDUIT_LOG(kDebug) << "EventLoop destroyed with " << fds_.size() << " fd(s) still registered";
 }
@@ -168,6 +177,19 @@ void EventLoop::remove_before_sleep(HookId id) {
   assert_loop_thread();
   for (auto& h : hooks_)
     if (h.first == id) h.second = nullptr;  // compacted in run_hooks (may be running now)
+}
+
+EventLoop::HookId EventLoop::add_teardown(std::function<void()> fn) {
+  assert_loop_thread();
+  const HookId id = next_hook_id_++;
+  teardown_.emplace_back(id, std::move(fn));
+  return id;
+}
+
+void EventLoop::remove_teardown(HookId id) {
+  assert_loop_thread();
+  teardown_.erase(std::remove_if(teardown_.begin(), teardown_.end(), [id](const auto& t) { return t.first == id; }),
+                  teardown_.end());
 }
 
 int EventLoop::next_timeout_ms(uint64_t now) {

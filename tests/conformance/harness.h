@@ -48,7 +48,7 @@ std::chrono::milliseconds default_deadline();
 // --- process resources ----------------------------------------------------------------
 size_t open_fd_count();       // entries in /proc/self/fd
 size_t resident_bytes();      // RSS from /proc/self/statm
-bool raise_fd_limit(size_t want);  // soft RLIMIT_NOFILE up to min(want, hard)
+bool raise_fd_limit(size_t want);  // soft RLIMIT_NOFILE up to want (hard too if privileged)
 
 // --- deterministic data ---------------------------------------------------------------
 // A pseudo-random byte stream: byte i = table[i % period].  period is not a power of two,
@@ -227,6 +227,12 @@ class PatternReader {
   Status error_;
 };
 
+// --- peer processes (process_test.cc) ----------------------------------------------------
+// main() hands over to child_main when is_child_invocation(): a test's peer process is a
+// fresh exec of this binary, not a bare fork (see process_test.cc for why).
+bool is_child_invocation(int argc, char** argv);
+int child_main(int argc, char** argv);
+
 // --- the fixture ----------------------------------------------------------------------
 class Conformance : public ::testing::TestWithParam<TransportCase> {
  protected:
@@ -255,6 +261,10 @@ class Conformance : public ::testing::TestWithParam<TransportCase> {
     std::unique_ptr<Connection> server;
   };
   ::testing::AssertionResult connect_pair(Pair* p);
+  // One connection made and closed, so that state a transport's libraries keep for the
+  // whole process (librdmacm opens each device once and keeps it) exists before a test
+  // counts descriptors: the count then measures what connections leave behind.
+  ::testing::AssertionResult warm_up();
 
   ::testing::AssertionResult run_until(const std::function<bool()>& done, const std::string& what,
                                        std::chrono::milliseconds limit = default_deadline()) {

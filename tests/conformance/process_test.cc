@@ -3,9 +3,20 @@
 // connection.  The peer is a forked child running its own EventLoop, bounded by its own
 // deadline in case the parent goes away.  (The parent never blocks on the child's pipe:
 // ChildProcess::receive_value's read() has no deadline of its own.)
+//
+// The child execs a fresh copy of this binary (main.cc: --conformance-child) instead of
+// running in the forked image: verbs state does not survive fork().  A forked child reuses
+// the parent's open uverbs device file (librdmacm caches it process-wide), and the kernel
+// refuses commands on it from any task whose credentials are not the opener's
+// (ib_safe_file_access; a forked child gets its own copy): ibv_post_send fails with EACCES.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string_view>
 
 #include "conduit/base/clock.h"
 #include "harness.h"
@@ -15,6 +26,7 @@ namespace conduit::conformance {
 namespace {
 
 constexpr uint64_t kChildLifetimeNs = 60'000'000'000ull;
+constexpr const char* kChildFlag = "--conformance-child";
 
 // In the child: connect to `url`; then stream `pattern` forever (writer) or never read
 // (sink).  Exit codes: 0 deadline reached, 2 loop, 3 connect, 4 I/O error.
@@ -47,7 +59,17 @@ int child_peer(const std::string& url, const Pattern& pattern, bool writer) {
   return 0;
 }
 
+// In the forked child: become a fresh process running child_peer (never returns on success).
+int exec_child_peer(const std::string& url, uint64_t pattern_seed, bool writer) {
+  const std::string seed = std::to_string(pattern_seed);
+  const char* argv[] = {"conformance_test", kChildFlag, url.c_str(), seed.c_str(), writer ? "writer" : "sink", nullptr};
+  ::execv("/proc/self/exe", const_cast<char* const*>(argv));
+  std::perror("execv /proc/self/exe");
+  return 127;
+}
+
 TEST_P(Conformance, PeerKilledWhileWritingGivesEofOrErrorAndNoFdLeak) {
+  ASSERT_TRUE(warm_up());
   const size_t fds_before = open_fd_count();
   {
     auto queue = std::make_shared<AcceptQueue>();
@@ -55,7 +77,7 @@ TEST_P(Conformance, PeerKilledWhileWritingGivesEofOrErrorAndNoFdLeak) {
     ASSERT_TRUE(start_listener(&l, queue));
     const std::string url = connect_url(*l);
     Pattern pattern(test_seed() ^ 0x91);
-    conduit::testing::ChildProcess child([&](int) { return child_peer(url, pattern, true); });
+    conduit::testing::ChildProcess child([&](int) { return exec_child_peer(url, test_seed() ^ 0x91, true); });
     ASSERT_TRUE(child.started());
     ASSERT_TRUE(run_until([&] { return !queue->conns.empty(); }, "the child's connection"));
     std::unique_ptr<Connection> s = std::move(queue->conns.front());
@@ -79,6 +101,7 @@ TEST_P(Conformance, PeerKilledWhileWritingGivesEofOrErrorAndNoFdLeak) {
 }
 
 TEST_P(Conformance, PeerKilledWhileWeWriteGivesWriterAnErrorAndNoFdLeak) {
+  ASSERT_TRUE(warm_up());
   const size_t fds_before = open_fd_count();
   {
     auto queue = std::make_shared<AcceptQueue>();
@@ -86,7 +109,7 @@ TEST_P(Conformance, PeerKilledWhileWeWriteGivesWriterAnErrorAndNoFdLeak) {
     ASSERT_TRUE(start_listener(&l, queue));
     const std::string url = connect_url(*l);
     Pattern pattern(test_seed() ^ 0x92);
-    conduit::testing::ChildProcess child([&](int) { return child_peer(url, pattern, false); });
+    conduit::testing::ChildProcess child([&](int) { return exec_child_peer(url, test_seed() ^ 0x92, false); });
     ASSERT_TRUE(child.started());
     ASSERT_TRUE(run_until([&] { return !queue->conns.empty(); }, "the child's connection"));
     std::unique_ptr<Connection> s = std::move(queue->conns.front());
@@ -170,4 +193,16 @@ TEST_P(Conformance, ListenerOutOfFdsDoesNotSpinTheLoop) {
 }
 
 }  // namespace
+
+int child_main(int argc, char** argv) {
+  if (argc != 5 || std::string_view(argv[1]) != kChildFlag) {
+    std::fprintf(stderr, "usage: %s %s URL PATTERN_SEED writer|sink\n", argv[0], kChildFlag);
+    return 2;
+  }
+  const Pattern pattern(std::strtoull(argv[3], nullptr, 10));
+  return child_peer(argv[2], pattern, std::string_view(argv[4]) == "writer");
+}
+
+bool is_child_invocation(int argc, char** argv) { return argc >= 2 && std::string_view(argv[1]) == kChildFlag; }
+
 }  // namespace conduit::conformance

@@ -267,6 +267,23 @@ TEST(EventLoop, HookThatFindsWorkWhileSpinningKeepsTheLoopAwake) {
   EXPECT_GE(calls, 5);
 }
 
+TEST(EventLoop, TeardownFunctionsRunOnceWhenTheLoopIsDestroyed) {
+  std::vector<int> order;
+  {
+    auto loop = make_loop();
+    loop->add_teardown([&] { order.push_back(1); });
+    const auto removed = loop->add_teardown([&] { order.push_back(99); });
+    loop->add_teardown([&, l = loop.get()] {
+      order.push_back(3);
+      l->remove_teardown(removed);  // removing from inside teardown is harmless
+    });
+    loop->remove_teardown(removed);
+    ASSERT_TRUE(loop->run_once(0).ok());
+    EXPECT_TRUE(order.empty()) << "teardown functions ran before the loop was destroyed";
+  }
+  EXPECT_EQ(order, (std::vector<int>{1, 3}));
+}
+
 TEST(EventLoop, IdleLoopSleeps) {
   auto loop = make_loop();
   const uint64_t t0 = monotonic_ns();

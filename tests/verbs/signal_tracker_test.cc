@@ -31,6 +31,23 @@ TEST(SignalTracker, WantedSignalRestartsTheRun) {
   EXPECT_EQ(t.signals_in_flight(), 2u);
 }
 
+TEST(SignalTracker, LastSignaledSaysWhetherOneCompletionCoversEverything) {
+  SignalTracker t(8, 4);
+  EXPECT_FALSE(t.last_signaled());  // nothing outstanding
+  EXPECT_FALSE(t.on_post());
+  EXPECT_FALSE(t.last_signaled());
+  EXPECT_TRUE(t.on_post(true));
+  EXPECT_TRUE(t.last_signaled());
+  EXPECT_FALSE(t.on_post());
+  EXPECT_FALSE(t.last_signaled());
+  EXPECT_TRUE(t.on_post(true));
+  t.on_signaled_completion();
+  EXPECT_TRUE(t.last_signaled());
+  t.on_signaled_completion();
+  EXPECT_FALSE(t.last_signaled());
+  EXPECT_EQ(t.outstanding(), 0u);
+}
+
 TEST(SignalTracker, ResetFreesEverything) {
   SignalTracker t(4, 2);
   for (int i = 0; i < 4; ++i) t.on_post();

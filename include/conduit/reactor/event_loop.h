@@ -91,6 +91,14 @@ class EventLoop {
   HookId add_before_sleep(std::function<bool()> hook);
   void remove_before_sleep(HookId id);
 
+  // --- teardown (loop thread) ---------------------------------------------------------
+  // fn runs once from ~EventLoop, before anything of the loop is torn down, in the order
+  // added.  For state a transport keeps beyond its users' objects (an RDMA connection
+  // finishing a graceful close after its owner destroyed it): the loop is going away, so
+  // such state must be released now.  fn may still call remove()/cancel(), nothing else.
+  HookId add_teardown(std::function<void()> fn);
+  void remove_teardown(HookId id);
+
   // --- driving ------------------------------------------------------------------------
   // Runs until stop().  Binds the loop to the calling thread.
   Status run();
@@ -142,6 +150,7 @@ class EventLoop {
   TimerId next_timer_id_ = 1;
   std::vector<std::pair<HookId, std::function<bool()>>> hooks_;
   HookId next_hook_id_ = 1;
+  std::vector<std::pair<HookId, std::function<void()>>> teardown_;
 
   std::mutex post_mu_;
   std::vector<std::function<void()>> posted_;

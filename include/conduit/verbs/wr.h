@@ -157,6 +157,11 @@ class SignalTracker {
   bool can_post(uint32_t n) const { return n <= available(); }
   // Signaled WRs whose completion has not been seen yet (bounds the CQ entries needed).
   size_t signals_in_flight() const { return static_cast<size_t>(ring_tail_ - ring_head_); }
+  // The most recently posted WR is signaled and not yet completed: its completion will
+  // account for every WR posted so far (false when nothing is outstanding).
+  bool last_signaled() const {
+    return ring_head_ != ring_tail_ && ring_[(ring_tail_ - 1) % depth_] == posted_ - 1;
+  }
 
   // Registers one WR about to be posted; returns true if it must be signaled (because the
   // caller wants a completion, or the unsignaled run reached the interval).

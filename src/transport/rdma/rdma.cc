@@ -38,6 +38,9 @@ struct RdmaOptions {
   uint64_t keepalive_ms = 3000;
   uint64_t keepalive_timeout_ms = 10000;
   uint64_t connect_timeout_ms = 10000;
+  uint64_t linger_ms = 5000;
+  uint32_t backlog = 1024;
+  uint64_t busy_poll_us = 0;
   uint64_t features = kFeatureKnownMask;
   std::string device;
 };
@@ -54,6 +57,10 @@ Result<RdmaOptions> parse_options(const Endpoint& ep) {
   CONDUIT_ASSIGN_OR_RETURN(o.keepalive_timeout_ms,
                            r.get_u64("keepalive_timeout_ms", o.keepalive_timeout_ms, 0, 3'600'000));
   CONDUIT_ASSIGN_OR_RETURN(o.connect_timeout_ms, r.get_u64("connect_timeout_ms", o.connect_timeout_ms, 1, 3'600'000));
+  CONDUIT_ASSIGN_OR_RETURN(o.linger_ms, r.get_u64("linger_ms", o.linger_ms, 0, 3'600'000));
+  CONDUIT_ASSIGN_OR_RETURN(uint64_t backlog, r.get_u64("backlog", o.backlog, 1, 65535));
+  o.backlog = static_cast<uint32_t>(backlog);
+  CONDUIT_ASSIGN_OR_RETURN(o.busy_poll_us, r.get_u64("busy_poll_us", o.busy_poll_us, 0, 1'000'000));
   CONDUIT_ASSIGN_OR_RETURN(std::string features, r.get_string("features", "all"));
   CONDUIT_ASSIGN_OR_RETURN(o.device, r.get_string("device", ""));
   CONDUIT_RETURN_IF_ERROR(r.finish());
@@ -84,14 +91,22 @@ class CmSink {
 };
 
 class RdmaConnection;
+class Closer;
 
-// Per event loop: one rdma_cm event channel (in epoll), one PD per device, and the set of
+// Per event loop: one rdma_cm event channel (in epoll), one PD per device, the set of
 // connections with deferred work (data to post, data to deliver, writability to announce),
-// serviced in a before-sleep hook.  Reference-counted by its connections and listeners.
+// serviced in a before-sleep hook, and the graceful closes still in progress (Closer).
+// Reference-counted by its connections and listeners; it lives on while closers remain and
+// is torn down with the loop at the latest.
 class LoopContext final : public reactor::FdHandler {
  public:
   static Result<LoopContext*> acquire(EventLoop& loop);
   void release();
+
+  // Takes over a closing connection's resources until its data is acknowledged.
+  void adopt(std::unique_ptr<Closer> c);
+  // A closer has finished (it may be inside its own handler): destroyed at the next hook.
+  void retire(Closer* c);
 
   EventLoop& loop() { return loop_; }
   const std::shared_ptr<EventChannel>& channel() const { return channel_; }
@@ -104,12 +119,18 @@ class LoopContext final : public reactor::FdHandler {
  private:
   explicit LoopContext(EventLoop& loop) : loop_(loop) {}
   bool run_pending();
+  void on_loop_teardown();
+  void destroy_locked();  // mu_ held; deletes this
 
   EventLoop& loop_;
   std::shared_ptr<EventChannel> channel_;
   std::map<ibv_context*, std::shared_ptr<ProtectionDomain>> pds_;
   std::set<RdmaConnection*> pending_;
+  std::map<Closer*, std::unique_ptr<Closer>> closers_;
+  std::vector<std::unique_ptr<Closer>> retired_;
   EventLoop::HookId hook_ = 0;
+  EventLoop::HookId teardown_ = 0;
+  bool loop_gone_ = false;
   int refs_ = 0;
 
   static std::mutex mu_;
@@ -185,13 +206,27 @@ class RdmaConnection final : public Connection, public reactor::FdHandler, publi
     return state_ == ConnState::kConnected ? (rx_pos_ < rx_offset_ || peer_closed_)
                                            : state_ == ConnState::kError;
   }
-  bool writable() const { return state_ == ConnState::kConnected && tx_known_ && tx_offset_ < tx_length_; }
+  // After the peer disconnected, writing is pointless but the write handler must still run
+  // once more so the writer learns it (its write then fails, as TCP's would with EPIPE).
+  bool writable() const {
+    return state_ == ConnState::kConnected && (peer_closed_ || (tx_known_ && tx_offset_ < tx_length_));
+  }
+  // Work for the before-sleep hook: buffered data to post, or a handler that should run
+  // again (handlers are level-style: one that leaves data unread is called again).
+  bool wants_service() const {
+    if (state_ == ConnState::kConnected && tx_posted_ != tx_offset_) return true;
+    if (write_handler_ && writable()) return true;
+    return read_handler_ != nullptr && readable() && state_ != ConnState::kError &&
+           !(peer_closed_ && eof_delivered_ && rx_pos_ == rx_offset_);
+  }
+  bool linger();
 
   Status setup_resources();
   Status post_recv_slot(uint32_t slot);
   Status send_ctrl(const CtrlMsg& m);
   Status flush();
-  Status process_cq();
+  Status process_cq(int* handled = nullptr);
+  bool busy_poll();
   Status handle_completion(const Completion& wc);
   Status handle_ctrl(const CtrlMsg& m);
   Status register_rx();
@@ -250,6 +285,134 @@ class RdmaConnection final : public Connection, public reactor::FdHandler, publi
   uint64_t last_rx_ns_ = 0;
   reactor::TimerId keepalive_timer_ = 0;
   reactor::TimerId connect_timer_ = 0;
+  uint64_t busy_since_ns_ = 0;  // busy polling: last time the CQ had work (0 = not polling)
+  Completion wcs_[32];
+};
+
+// ---------------------------------------------------------------------------------------
+// Closer: the graceful half of close().  A connection closed (or destroyed) while its
+// writes are still on the wire would lose them if it disconnected at once: rdma_disconnect
+// moves the QP to the error state and every posted WR is flushed.  So close() hands its
+// verbs objects to a Closer, which posts what was still buffered, makes sure the last WR is
+// signaled (RC completes in order, so that one completion covers everything), and
+// disconnects once it arrives: then every accepted byte is in the peer's memory and its
+// receive completion is in the peer's CQ ahead of the DISCONNECTED event.  A peer
+// disconnect, an error completion or linger_ms end it early; the loop's teardown ends it
+// at the latest.  Receives are not re-posted: nothing more is read.
+class Closer final : public reactor::FdHandler, public CmSink {
+ public:
+  struct Wire {  // in creation order, so the defaulted destructor runs in reverse
+    std::shared_ptr<ProtectionDomain> pd;
+    std::shared_ptr<CompletionChannel> channel;
+    std::shared_ptr<CompletionQueue> cq;
+    std::unique_ptr<RegisteredBuffer> ctrl, rx, tx;
+    std::unique_ptr<CmId> id;
+    std::unique_ptr<SignalTracker> tracker;
+  };
+  struct Tx {  // the unposted tail [posted, offset) of the peer's buffer
+    uint64_t addr = 0;
+    uint32_t rkey = 0;
+    uint32_t posted = 0;
+    uint32_t offset = 0;
+  };
+
+  Closer(LoopContext* ctx, Wire w, Tx tx, std::string peer)
+      : ctx_(ctx), w_(std::move(w)), tx_(tx), peer_(std::move(peer)) {}
+  ~Closer() override {
+    if (w_.id) w_.id->set_user_data(nullptr);
+  }
+
+  // Takes over the completion channel and the CM events; false if it is already done.
+  void start(uint64_t linger_ms) {
+    w_.id->set_user_data(static_cast<CmSink*>(this));
+    if (Status s = ctx_->loop().add(w_.channel->fd(), reactor::kReadable, this); !s.ok()) return finish(s.to_string());
+    watched_ = true;
+    if (linger_ms != 0)
+      timer_ = ctx_->loop().run_after(linger_ms * kMs, [this, linger_ms] {
+        timer_ = 0;
+        finish("not acknowledged within linger_ms=" + std::to_string(linger_ms) + " ms; unsent data is lost");
+      });
+    pump();
+  }
+
+  void on_events(uint32_t) override {
+    if (done_) return;
+    Status s;
+    auto events = w_.cq->consume_events();
+    if (!events.ok()) s = events.status();
+    if (s.ok()) s = w_.cq->arm();
+    for (bool more = s.ok(); more && !done_;) {
+      auto n = w_.cq->poll(wcs_);
+      if (!n.ok()) {
+        s = n.status();
+        break;
+      }
+      for (int i = 0; i < *n && !done_; ++i) {
+        const Completion& wc = wcs_[i];
+        if (!wc.ok()) return finish(wc.as_status().to_string());
+        if (wr_kind(wc.wr_id) != kWrRecv) w_.tracker->on_signaled_completion();
+      }
+      more = *n == static_cast<int>(std::size(wcs_));
+    }
+    if (!s.ok()) return finish(s.to_string());
+    pump();
+  }
+
+  void on_cm_event(CmEvent& ev) override {
+    if (ev.type == RDMA_CM_EVENT_TIMEWAIT_EXIT) return;
+    finish(std::string("peer event ") + ev.to_string());
+  }
+
+  // The loop is being destroyed: give up now, touching only the verbs objects.
+  void abandon() {
+    done_ = true;
+    if (w_.id) (void)w_.id->disconnect();
+  }
+
+ private:
+  void pump() {
+    if (done_) return;
+    SignalTracker& t = *w_.tracker;
+    if (tx_.posted != tx_.offset && t.can_post(1)) {
+      const uint32_t len = tx_.offset - tx_.posted;
+      ibv_sge sge = w_.tx->sge(tx_.posted, len);
+      t.on_post(true);
+      SendWr wr = SendWr::write_imm(&sge, 1, tx_.addr + tx_.posted, tx_.rkey, len)
+                      .id(make_wr_id(kWrData, 0))
+                      .signaled()
+                      .inlined(len <= w_.id->qp()->max_inline());
+      if (Status s = w_.id->qp()->post_send(wr); !s.ok()) return finish(s.to_string());
+      tx_.posted = tx_.offset;
+    } else if (tx_.posted == tx_.offset && t.outstanding() > 0 && !t.last_signaled() && t.can_post(1)) {
+      // The last data WR went unsignaled: a zero-length RDMA WRITE (invisible to the peer:
+      // no immediate, no receive consumed) gets the completion that covers it.
+      t.on_post(true);
+      SendWr wr = SendWr::write(nullptr, 0, tx_.addr, tx_.rkey).id(make_wr_id(kWrData, 0)).signaled();
+      if (Status s = w_.id->qp()->post_send(wr); !s.ok()) return finish(s.to_string());
+    }
+    if (tx_.posted == tx_.offset && t.outstanding() == 0) finish("");
+  }
+
+  void finish(const std::string& why) {
+    if (done_) return;
+    done_ = true;
+    if (!why.empty()) CONDUIT_LOG(kDebug) << "rdma: graceful close to " << peer_ << " cut short: " << why;
+    if (timer_ != 0) ctx_->loop().cancel(timer_);
+    timer_ = 0;
+    if (watched_) (void)ctx_->loop().remove(w_.channel->fd());
+    watched_ = false;
+    (void)w_.id->disconnect();
+    w_.id->set_user_data(nullptr);
+    ctx_->retire(this);
+  }
+
+  LoopContext* ctx_;
+  Wire w_;
+  Tx tx_;
+  std::string peer_;
+  bool watched_ = false;
+  bool done_ = false;
+  reactor::TimerId timer_ = 0;
   Completion wcs_[32];
 };
 
@@ -268,6 +431,7 @@ Result<LoopContext*> LoopContext::acquire(EventLoop& loop) {
   CONDUIT_RETURN_IF_ERROR(loop.add(ctx->channel_->fd(), reactor::kReadable, ctx.get()));
   LoopContext* raw = ctx.get();
   ctx->hook_ = loop.add_before_sleep([raw] { return raw->run_pending(); });
+  ctx->teardown_ = loop.add_teardown([raw] { raw->on_loop_teardown(); });
   ctx->refs_ = 1;
   contexts_.emplace(&loop, raw);
   return ctx.release();
@@ -275,11 +439,44 @@ Result<LoopContext*> LoopContext::acquire(EventLoop& loop) {
 
 void LoopContext::release() {
   std::lock_guard<std::mutex> lock(mu_);
-  if (--refs_ > 0) return;
-  contexts_.erase(&loop_);
-  (void)loop_.remove(channel_->fd());
-  loop_.remove_before_sleep(hook_);
+  if (--refs_ > 0 || !closers_.empty()) return;  // the last closer's retirement deletes it
+  destroy_locked();
+}
+
+void LoopContext::destroy_locked() {
+  if (!loop_gone_) {
+    contexts_.erase(&loop_);
+    (void)loop_.remove(channel_->fd());
+    loop_.remove_before_sleep(hook_);
+    loop_.remove_teardown(teardown_);
+  }
   delete this;
+}
+
+void LoopContext::adopt(std::unique_ptr<Closer> c) {
+  Closer* raw = c.get();
+  closers_.emplace(raw, std::move(c));
+}
+
+void LoopContext::retire(Closer* c) {
+  auto it = closers_.find(c);
+  if (it == closers_.end()) return;
+  retired_.push_back(std::move(it->second));
+  closers_.erase(it);
+  loop_.wake();  // make sure the hook runs soon even if nothing else happens
+}
+
+void LoopContext::on_loop_teardown() {
+  // Graceful closes still waiting are abandoned: the loop that would finish them is going.
+  for (auto& [raw, c] : closers_) c->abandon();
+  closers_.clear();
+  retired_.clear();
+  std::lock_guard<std::mutex> lock(mu_);
+  if (refs_ == 0) return destroy_locked();
+  // Connections or listeners outlived their loop (a caller bug): never touch the loop again.
+  CONDUIT_LOG(kWarn) << "rdma: event loop destroyed while " << refs_ << " RDMA connection(s)/listener(s) still use it";
+  contexts_.erase(&loop_);
+  loop_gone_ = true;
 }
 
 Result<std::shared_ptr<ProtectionDomain>> LoopContext::pd_for(CmId& id) {
@@ -313,6 +510,14 @@ void LoopContext::on_events(uint32_t) {
 }
 
 bool LoopContext::run_pending() {
+  if (!retired_.empty()) {
+    retired_.clear();
+    if (refs_ == 0 && closers_.empty()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      destroy_locked();
+      return false;
+    }
+  }
   if (pending_.empty()) return false;
   // Connections may close (and leave the set) from inside their handlers: work on a copy
   // and re-check membership before each call.
@@ -424,8 +629,27 @@ void RdmaConnection::release_resources() {
   pd_.reset();
 }
 
+bool RdmaConnection::linger() {
+  if (!id_ || !tracker_ || state_ != ConnState::kConnected || peer_closed_ || disconnect_sent_) return false;
+  if (tx_posted_ == tx_offset_ && tracker_->outstanding() == 0) return false;  // nothing on the wire
+  if (keepalive_timer_ != 0) ctx_->loop().cancel(keepalive_timer_);
+  if (connect_timer_ != 0) ctx_->loop().cancel(connect_timer_);
+  keepalive_timer_ = connect_timer_ = 0;
+  if (channel_watched_) (void)ctx_->loop().remove(channel_->fd());
+  channel_watched_ = false;
+  Closer::Wire w{std::move(pd_),  std::move(channel_), std::move(cq_),      std::move(ctrl_),
+                 std::move(rx_),  std::move(tx_),      std::move(id_),      std::move(tracker_)};
+  Closer::Tx tx{tx_addr_, tx_rkey_, tx_posted_, tx_offset_};
+  auto closer = std::make_unique<Closer>(ctx_, std::move(w), tx, peer_);
+  Closer* raw = closer.get();
+  ctx_->adopt(std::move(closer));
+  raw->start(options_.linger_ms);
+  return true;
+}
+
 void RdmaConnection::close() {
   if (state_ == ConnState::kClosed && !id_) return;
+  (void)linger();  // takes id_ and the rest if writes are still on the wire
   if (id_ && !disconnect_sent_ && (state_ == ConnState::kConnected || peer_closed_)) {
     disconnect_sent_ = true;
     (void)id_->disconnect();
@@ -692,10 +916,11 @@ Status RdmaConnection::handle_completion(const Completion& wc) {
   return Status(Code::kInternal, "rdma: completion with unknown wr_id " + std::to_string(wc.wr_id));
 }
 
-Status RdmaConnection::process_cq() {
+Status RdmaConnection::process_cq(int* handled) {
   if (!cq_) return {};
   for (;;) {
     CONDUIT_ASSIGN_OR_RETURN(int n, cq_->poll(wcs_));
+    if (handled != nullptr) *handled += n;
     for (int i = 0; i < n; ++i) CONDUIT_RETURN_IF_ERROR(handle_completion(wcs_[i]));
     if (n < static_cast<int>(std::size(wcs_))) return {};
   }
@@ -713,7 +938,33 @@ void RdmaConnection::on_events(uint32_t) {
   } else if (tx_posted_ != tx_offset_) {
     (void)flush();  // completions may have freed send-queue slots
   }
+  if (options_.busy_poll_us != 0 && state_ == ConnState::kConnected) {
+    busy_since_ns_ = monotonic_ns();  // traffic: poll for the next completion instead of sleeping
+    ctx_->mark_pending(this);
+  }
   deliver();
+}
+
+// Busy polling (busy_poll_us): while a handler is installed, the before-sleep hook polls the
+// CQ itself and keeps the loop from sleeping until busy_poll_us pass without a completion.
+// Completion events stay armed, so a connection that stops polling misses nothing.  Trades
+// a core for the wakeup: under TCG an event-driven completion costs milliseconds.
+bool RdmaConnection::busy_poll() {
+  if (options_.busy_poll_us == 0 || state_ != ConnState::kConnected || (!read_handler_ && !write_handler_)) {
+    busy_since_ns_ = 0;
+    return false;
+  }
+  int handled = 0;
+  if (Status s = process_cq(&handled); !s.ok()) {
+    fail(s);
+    return false;
+  }
+  const uint64_t now = monotonic_ns();
+  if (handled != 0 || busy_since_ns_ == 0) busy_since_ns_ = now;
+  if (handled != 0 && tx_posted_ != tx_offset_) (void)flush();
+  if (now - busy_since_ns_ < options_.busy_poll_us * 1000) return true;
+  busy_since_ns_ = 0;
+  return false;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -743,7 +994,11 @@ Result<size_t> RdmaConnection::writev(std::span<const iovec> iov) {
     if (state_ == ConnState::kClosed) return Status(Code::kClosed, "rdma: connection is closed");
     return Status(Code::kInvalidArgument, "rdma: connection is still being set up");
   }
-  if (peer_closed_) return Status(Code::kClosed, "rdma: peer disconnected");
+  if (peer_closed_) {
+    // The peer is gone: what we would write can never arrive (TCP: EPIPE).
+    fail(Status(Code::kClosed, "rdma: write after the peer disconnected"));
+    return error_;
+  }
   size_t total = 0;
   for (const iovec& v : iov) {
     if (!writable()) break;
@@ -820,20 +1075,21 @@ void RdmaConnection::deliver() {
     Handler h = write_handler_;
     h(*this);
   }
+  // Level-style: what a handler left undone is offered again before the loop sleeps.
+  if (wants_service()) ctx_->mark_pending(this);
 }
 
 void RdmaConnection::process_pending() { deliver(); }
 
 bool RdmaConnection::run_deferred() {
+  const bool polling = busy_poll();
   if (state_ == ConnState::kConnected) {
     Status s = flush();
     if (s.is_error()) fail(s);
   }
   deliver();
   // Stay on the list while something is left that no event will announce.
-  if (state_ == ConnState::kConnected && tx_posted_ != tx_offset_) return true;
-  return has_pending_data() && !(peer_closed_ && eof_delivered_ && rx_pos_ == rx_offset_) &&
-         state_ != ConnState::kError;
+  return wants_service() || (polling && state_ == ConnState::kConnected);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -907,7 +1163,7 @@ class RdmaTransport final : public Transport {
     CONDUIT_ASSIGN_OR_RETURN(SocketAddress addr, SocketAddress::resolve(hp.first == "*" ? "" : hp.first, hp.second));
     CONDUIT_ASSIGN_OR_RETURN(LoopContext * ctx, LoopContext::acquire(loop));
     auto l = std::make_unique<RdmaListener>(ctx, o, std::move(on_accept));
-    CONDUIT_RETURN_IF_ERROR(l->start(addr, 128));
+    CONDUIT_RETURN_IF_ERROR(l->start(addr, static_cast<int>(o.backlog)));
     return std::unique_ptr<Listener>(std::move(l));
   }
 

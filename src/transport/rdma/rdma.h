@@ -14,6 +14,16 @@
 //   keepalive_timeout_ms=10000  close a peer that has sent keepalives (or negotiated
 //                          Conduit features) but then stays silent this long; 0 = off
 //   connect_timeout_ms=10000    bound on address/route resolution and connection setup
+//   linger_ms=5000         close() with writes still on the wire keeps the QP up (after the
+//                          caller's object is gone) until the peer's NIC has acknowledged
+//                          them, at most this long; then disconnects.  0 = no bound [5000]
+//   backlog=1024           listener: connection requests rdma_cm may hold before they are
+//                          accepted; beyond it requests are dropped and the client's CM
+//                          retries seconds later (the kernel caps it, default 1024) [1024]
+//   busy_poll_us=0         while a handler is installed, poll the CQ from the loop's
+//                          before-sleep hook instead of sleeping until this long passes
+//                          without a completion (costs a core; under TCG an event-driven
+//                          completion costs milliseconds) [0 = off]
 //   features=all           Conduit extensions offered: all | none | a number [all]
 //   device=NAME            require rdma_cm to pick this device (e.g. rxe0)
 #pragma once
