@@ -75,15 +75,6 @@ class Commands : public ::testing::TestWithParam<std::string> {
     c_ = std::move(c).value();
     ASSERT_EQ(r({"FLUSHALL"}), "+OK");
   }
-  // Cases that fail over rdma because of open rdma transport bugs (not kv ones): skipped
-  // there, with the reason, unless CONDUIT_KV_RDMA_KNOWN_FAILURES=1.
-  bool skip_known_rdma_failure(const char* why) {
-    if (GetParam() != "rdma") return false;
-    const char* run = std::getenv("CONDUIT_KV_RDMA_KNOWN_FAILURES");
-    if (run != nullptr && std::string(run) == "1") return false;
-    std::printf("skipped over rdma (known rdma transport bug): %s; CONDUIT_KV_RDMA_KNOWN_FAILURES=1 runs it\n", why);
-    return true;
-  }
   std::string r(std::initializer_list<std::string_view> args) { return fmt(c_->command(args)); }
   std::string r(const std::vector<std::string>& args) { return fmt(c_->command(args)); }
 
@@ -481,8 +472,6 @@ TEST_P(Commands, PipelineAndInline) {
 }
 
 TEST_P(Commands, ProtocolErrorClosesOnlyThatClient) {
-  if (skip_known_rdma_failure("a reply written just before close() is lost (the error reply never arrives)"))
-    GTEST_SKIP();
   auto other = Client::connect(server().url(scheme()));
   ASSERT_TRUE(other.ok());
   auto bad = c_->raw("*1\r\n$-5\r\n", 1);
@@ -494,9 +483,6 @@ TEST_P(Commands, ProtocolErrorClosesOnlyThatClient) {
 }
 
 TEST_P(Commands, QuitAndBigValues) {
-  if (skip_known_rdma_failure("a reply over 64 KiB stalls (no wakeup until the 3 s keepalive, or none); the QUIT "
-                              "reply then close() is the same write-then-close pattern"))
-    GTEST_SKIP();
   std::string big(3 << 20, 'v');
   EXPECT_EQ(r({"SET", "big", big}), "+OK");
   EXPECT_EQ(r({"STRLEN", "big"}), ":" + std::to_string(big.size()));
