@@ -96,6 +96,16 @@ struct RawPeer {
     SendWr wr = SendWr::write_imm(&sge, 1, server_xfer.addr, server_xfer.rkey, imm).signaled();
     return id->qp()->post_send(wr);
   }
+  // Asks for the server's features and switches ring mode on, as a Conduit client would.
+  Status negotiate_ring() {
+    CONDUIT_RETURN_IF_ERROR(send_ctrl(CtrlMsg::feature(rdma::Opcode::kGetServerFeature, rdma::kFeatureRing)));
+    for (;;) {
+      CONDUIT_ASSIGN_OR_RETURN(CtrlMsg m, recv_ctrl(5000));
+      if (m.opcode != static_cast<uint16_t>(rdma::Opcode::kGetServerFeature)) continue;  // keepalives
+      if ((m.features & rdma::kFeatureRing) == 0) return Status(Code::kProtocolError, "server offers no ring mode");
+      return send_ctrl(CtrlMsg::feature(rdma::Opcode::kSetClientFeature, rdma::kFeatureRing));
+    }
+  }
   // True once the server has disconnected us.
   bool disconnected(int timeout_ms) {
     auto ev = CmId::next_event(ch, timeout_ms);
@@ -118,8 +128,11 @@ class HostilePeer : public ::testing::Test {
     ASSERT_TRUE(lst.ok()) << lst.status().to_string();
     listener_ = std::move(*lst);
     port_ = static_cast<uint16_t>(std::stoi(listener_->url().substr(listener_->url().rfind(':') + 1)));
-    // A well-behaved Conduit client that must keep working throughout.
-    auto c = connect(*loop_, listener_->url(), [this](Connection&, Status s) { good_status_ = s; });
+    // A well-behaved Conduit client that must keep working throughout.  It negotiates the
+    // extensions, which makes it subject to the server's 1 s keepalive timeout: it sends
+    // keepalives often enough.
+    auto c = connect(*loop_, listener_->url() + "?keepalive_ms=200",
+                     [this](Connection&, Status s) { good_status_ = s; });
     ASSERT_TRUE(c.ok());
     good_ = std::move(*c);
     ASSERT_TRUE(run_until([&] { return accepted_.size() == 1 && good_status_.ok(); }));
@@ -228,6 +241,29 @@ TEST_F(HostilePeer, UnsupportedFeatureSelection) {
 TEST_F(HostilePeer, KeepaliveSilence) {
   // The peer shows it speaks keepalive, then goes silent past the 1 s timeout.
   expect_protocol_error([](RawPeer& p) { return p.send_ctrl(CtrlMsg::keepalive()); }, "keepalive silence");
+}
+
+// Conduit's ring extension (protocol.h): a Credit from a peer that never negotiated it, a
+// Credit for more than was ever written, and a ring writer that writes past its credits.
+TEST_F(HostilePeer, CreditWithoutRingMode) {
+  expect_protocol_error([](RawPeer& p) { return p.send_ctrl(CtrlMsg::credit(4096)); }, "Credit without ring");
+}
+
+TEST_F(HostilePeer, CreditForBytesNeverWritten) {
+  expect_protocol_error([](RawPeer& p) {
+    CONDUIT_RETURN_IF_ERROR(p.negotiate_ring());
+    return p.send_ctrl(CtrlMsg::credit(4096));  // the server has written nothing
+  }, "Credit beyond what is in flight");
+}
+
+TEST_F(HostilePeer, RingWriteBeyondTheCredits) {
+  expect_protocol_error([](RawPeer& p) {
+    CONDUIT_RETURN_IF_ERROR(p.negotiate_ring());
+    // Fill the whole buffer (nobody reads it on the server), then one byte more: the
+    // ring wraps only into space that was credited back.
+    CONDUIT_RETURN_IF_ERROR(p.write_imm(64, p.server_xfer.length));
+    return p.write_imm(64, 1);
+  }, "ring write beyond the credits");
 }
 
 }  // namespace

@@ -63,5 +63,30 @@ TEST(RdmaProtocol, RejectsMalformedMessages) {
   EXPECT_TRUE(CtrlMsg::decode(b, kCtrlSize).ok());
 }
 
+TEST(RdmaProtocol, CreditLayout) {
+  uint8_t b[kCtrlSize];
+  CtrlMsg::credit(0x40000).encode(b);
+  EXPECT_EQ(b[0], 0x80);  // Conduit's opcodes start at 0x8000
+  EXPECT_EQ(b[1], 0x01);
+  for (int i = 2; i < 24; ++i) EXPECT_EQ(b[i], 0) << i;
+  EXPECT_EQ(b[29], 0x04);  // 0x40000, big-endian u64 at 24
+  auto m = CtrlMsg::decode(b, kCtrlSize);
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  EXPECT_EQ(m->opcode, static_cast<uint16_t>(Opcode::kCredit));
+  EXPECT_EQ(m->bytes, 0x40000u);
+  EXPECT_EQ(m->to_string(), "Credit bytes=262144");
+  // Zero credits and more than the largest buffer are malformed.
+  CtrlMsg::credit(0).encode(b);
+  EXPECT_EQ(CtrlMsg::decode(b, kCtrlSize).status().code(), Code::kProtocolError);
+  CtrlMsg::credit(uint64_t{kMaxRxBuffer} + 1).encode(b);
+  EXPECT_EQ(CtrlMsg::decode(b, kCtrlSize).status().code(), Code::kProtocolError);
+}
+
+TEST(RdmaProtocol, ExtensionBitsAreTheDocumentedOnes) {
+  EXPECT_EQ(kFeatureRing, 1u);
+  EXPECT_EQ(kFeatureSolicited, 2u);
+  EXPECT_EQ(kFeatureKnownMask, 3u);
+}
+
 }  // namespace
 }  // namespace conduit::transport::rdma

@@ -163,5 +163,43 @@ TEST(RingCursor, IncrementalCredits) {
   EXPECT_FALSE(c.add_produced(65));
 }
 
+TEST(RingGeometry, AnyCapacityUsesModulo) {
+  // An RDMA peer's buffer may have any length: 100 000 bytes here.
+  EXPECT_FALSE(RingGeometry::valid_capacity(100000));
+  EXPECT_TRUE(RingGeometry::valid_any_capacity(100000));
+  EXPECT_FALSE(RingGeometry::valid_any_capacity(0));
+  const RingGeometry g(100000);
+  EXPECT_EQ(g.offset(100000), 0u);
+  EXPECT_EQ(g.offset(250001), 50001u);
+  const Extents e = g.extents(99990, 30);
+  EXPECT_EQ(e.first.offset, 99990u);
+  EXPECT_EQ(e.first.len, 10u);
+  EXPECT_EQ(e.second.offset, 0u);
+  EXPECT_EQ(e.second.len, 20u);
+  ProducerCursor p(g);
+  p.produce(100000);
+  EXPECT_EQ(p.free_space(), 0u);
+  EXPECT_EQ(p.writable(10).total(), 0u);
+  ASSERT_TRUE(p.add_credits(30));
+  const Extents w = p.writable(64);
+  EXPECT_EQ(w.first.offset, 0u);  // wrapped to the start
+  EXPECT_EQ(w.first.len, 30u);
+}
+
+TEST(RingCursor, ProducedMustFitTheGrantedSpace) {
+  // Consumed-but-unreturned bytes are not the producer's to reuse yet.
+  const RingGeometry g(64);
+  ConsumerCursor c(g);
+  ASSERT_TRUE(c.add_produced(64));
+  c.consume(64);
+  EXPECT_EQ(c.available(), 0u);
+  EXPECT_EQ(c.granted(), 0u);
+  EXPECT_FALSE(c.add_produced(1));  // nothing returned yet
+  EXPECT_EQ(c.take_credits(), 64u);
+  EXPECT_EQ(c.granted(), 64u);
+  EXPECT_TRUE(c.add_produced(64));
+  EXPECT_FALSE(c.add_produced(1));
+}
+
 }  // namespace
 }  // namespace conduit::transport::ring

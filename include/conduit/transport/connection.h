@@ -45,6 +45,7 @@ struct Caps {
   bool one_sided = false;         // RDMA WRITE/READ into peer memory is available
   bool half_close = true;         // shutdown_write() is supported
   bool cross_host = true;         // can reach another machine
+  std::string_view extensions;    // negotiated protocol extensions, e.g. "ring,solicited" (rdma)
 };
 
 struct ConnStats {
@@ -54,7 +55,8 @@ struct ConnStats {
   uint64_t writes = 0;              // write/writev calls that accepted data
   uint64_t read_would_block = 0;
   uint64_t write_would_block = 0;
-  uint64_t wakeups = 0;             // times the peer had to be woken (shm: eventfd writes)
+  uint64_t wakeups = 0;             // shm: times the peer had to be woken (eventfd writes);
+                                    // rdma: completion events this side woke up for
 };
 
 class Connection {

@@ -18,6 +18,7 @@ std::string_view opcode_name(uint16_t op) {
     case Opcode::kSetClientFeature: return "SetClientFeature";
     case Opcode::kKeepalive: return "Keepalive";
     case Opcode::kRegisterXferMemory: return "RegisterXferMemory";
+    case Opcode::kCredit: return "Credit";
   }
   return "unknown";
 }
@@ -35,6 +36,9 @@ void CtrlMsg::encode(uint8_t (&out)[kCtrlSize]) const {
       put64(out + 16, addr);
       put32(out + 24, length);
       put32(out + 28, rkey);
+      break;
+    case Opcode::kCredit:
+      put64(out + 24, bytes);
       break;
     case Opcode::kKeepalive:
       break;
@@ -63,6 +67,11 @@ Result<CtrlMsg> CtrlMsg::decode(const uint8_t* in, uint32_t byte_len) {
                                                 " outside 64 KiB..16 MiB");
       if (m.addr == 0) return Status(Code::kProtocolError, "RegisterXferMemory with a null address");
       return m;
+    case Opcode::kCredit:
+      m.bytes = get64(in + 24);
+      if (m.bytes == 0 || m.bytes > kMaxRxBuffer)
+        return Status(Code::kProtocolError, "Credit of " + std::to_string(m.bytes) + " bytes");
+      return m;
   }
   return Status(Code::kProtocolError, "unknown control opcode " + std::to_string(m.opcode));
 }
@@ -76,6 +85,9 @@ std::string CtrlMsg::to_string() const {
       break;
     case Opcode::kRegisterXferMemory:
       s += " length=" + std::to_string(length) + " rkey=" + std::to_string(rkey);
+      break;
+    case Opcode::kCredit:
+      s += " bytes=" + std::to_string(bytes);
       break;
     default:
       break;

@@ -9,6 +9,10 @@
 //     0  u16 opcode | 2..31 reserved
 //   RegisterXferMemory (3)
 //     0  u16 opcode | 2..15 reserved | 16 u64 addr | 24 u32 length | 28 u32 rkey
+//   Credit (0x8001, Conduit ring extension; only after kFeatureRing was negotiated)
+//     0  u16 opcode | 2..23 reserved | 24 u64 bytes consumed since the last Credit
+//
+// Conduit's own opcodes start at 0x8000, clear of any the Valkey protocol may add.
 //
 // Version: the protocol has no version field; capabilities beyond the baseline are
 // negotiated through the feature words (select 0 = feature bits 0..63).  A Valkey peer
@@ -32,14 +36,22 @@ enum class Opcode : uint16_t {
   kSetClientFeature = 1,
   kKeepalive = 2,
   kRegisterXferMemory = 3,
+  kCredit = 0x8001,  // Conduit extension (ring mode)
 };
 std::string_view opcode_name(uint16_t op);
 
 // Conduit extension bits (select 0).  A Valkey peer advertises none of them.
-inline constexpr uint64_t kFeatureRing = 1ull << 0;           // incremental credit returns
-inline constexpr uint64_t kFeatureSolicited = 1ull << 1;      // solicited-event aggregation
+//   ring       the receiver returns space incrementally with Credit messages, and the
+//              writer wraps around the end of the buffer (a ring) instead of waiting for
+//              the whole buffer to drain and be re-registered.
+//   solicited  the writer sets IBV_SEND_SOLICITED on every control SEND and on the last
+//              data write of each batch (a zero-length WRITE_WITH_IMM if need be), so the
+//              receiver may arm its CQ for solicited completions only and wake once per
+//              batch instead of once per write.
+inline constexpr uint64_t kFeatureRing = 1ull << 0;
+inline constexpr uint64_t kFeatureSolicited = 1ull << 1;
 // The bits this build implements and offers.
-inline constexpr uint64_t kFeatureKnownMask = 0;
+inline constexpr uint64_t kFeatureKnownMask = kFeatureRing | kFeatureSolicited;
 
 // RX buffer limits (the Valkey transport's: 64 KiB .. 16 MiB).
 inline constexpr uint32_t kMinRxBuffer = 64 * 1024;
@@ -52,6 +64,7 @@ struct CtrlMsg {
   uint64_t addr = 0;       // RegisterXferMemory
   uint32_t length = 0;     // RegisterXferMemory
   uint32_t rkey = 0;       // RegisterXferMemory
+  uint64_t bytes = 0;      // Credit
 
   static CtrlMsg feature(Opcode op, uint64_t bits) {
     CtrlMsg m;
@@ -62,6 +75,12 @@ struct CtrlMsg {
   static CtrlMsg keepalive() {
     CtrlMsg m;
     m.opcode = static_cast<uint16_t>(Opcode::kKeepalive);
+    return m;
+  }
+  static CtrlMsg credit(uint64_t bytes) {
+    CtrlMsg m;
+    m.opcode = static_cast<uint16_t>(Opcode::kCredit);
+    m.bytes = bytes;
     return m;
   }
   static CtrlMsg register_xfer(uint64_t addr, uint32_t length, uint32_t rkey) {

@@ -12,6 +12,7 @@
 #include "conduit/base/log.h"
 #include "conduit/verbs/verbs.h"
 #include "protocol.h"
+#include "ring/ring_cursor.h"
 
 namespace conduit::transport {
 namespace rdma {
@@ -19,6 +20,11 @@ namespace {
 
 using namespace conduit::verbs;
 using reactor::EventLoop;
+using ring::ConsumerCursor;
+using ring::Extent;
+using ring::Extents;
+using ring::ProducerCursor;
+using ring::RingGeometry;
 
 constexpr uint64_t kMs = 1'000'000;
 constexpr uint32_t kCtrlSendSlots = 16;
@@ -35,6 +41,7 @@ struct RdmaOptions {
   uint32_t recv_depth = 256;
   uint32_t inline_bytes = 64;
   uint32_t flush_bytes = 64 * 1024;
+  uint32_t credit_bytes = 0;  // ring mode: return space in steps of this (0 = rx_buffer / 4)
   uint64_t keepalive_ms = 3000;
   uint64_t keepalive_timeout_ms = 10000;
   uint64_t connect_timeout_ms = 10000;
@@ -53,6 +60,7 @@ Result<RdmaOptions> parse_options(const Endpoint& ep) {
   CONDUIT_ASSIGN_OR_RETURN(uint64_t rd, r.get_u64("recv_depth", o.recv_depth, 16, 16384));
   CONDUIT_ASSIGN_OR_RETURN(uint64_t inl, r.get_u64("inline", o.inline_bytes, 0, 1024));
   CONDUIT_ASSIGN_OR_RETURN(uint64_t fb, r.get_u64("flush_bytes", o.flush_bytes, 1, kMaxRxBuffer));
+  CONDUIT_ASSIGN_OR_RETURN(uint64_t cb, r.get_u64("credit_bytes", o.credit_bytes, 0, kMaxRxBuffer));
   CONDUIT_ASSIGN_OR_RETURN(o.keepalive_ms, r.get_u64("keepalive_ms", o.keepalive_ms, 0, 3'600'000));
   CONDUIT_ASSIGN_OR_RETURN(o.keepalive_timeout_ms,
                            r.get_u64("keepalive_timeout_ms", o.keepalive_timeout_ms, 0, 3'600'000));
@@ -80,6 +88,7 @@ Result<RdmaOptions> parse_options(const Endpoint& ep) {
   o.recv_depth = static_cast<uint32_t>(rd);
   o.inline_bytes = static_cast<uint32_t>(inl);
   o.flush_bytes = static_cast<uint32_t>(fb);
+  o.credit_bytes = cb != 0 ? static_cast<uint32_t>(std::min(cb, rx)) : o.rx_buffer / 4;
   return o;
 }
 
@@ -181,6 +190,8 @@ class RdmaConnection final : public Connection, public reactor::FdHandler, publi
     c.max_inline = qp() ? qp()->max_inline() : 0;
     c.one_sided = true;
     c.half_close = false;
+    static constexpr std::string_view kExt[] = {"", "ring", "solicited", "ring,solicited"};
+    c.extensions = kExt[features_ & (kFeatureRing | kFeatureSolicited)];
     return c;
   }
   const ConnStats& stats() const override { return stats_; }
@@ -203,32 +214,43 @@ class RdmaConnection final : public Connection, public reactor::FdHandler, publi
 
   QueuePair* qp() const { return id_ ? id_->qp() : nullptr; }
   bool readable() const {
-    return state_ == ConnState::kConnected ? (rx_pos_ < rx_offset_ || peer_closed_)
-                                           : state_ == ConnState::kError;
+    return state_ == ConnState::kConnected ? (rx_.available() > 0 || peer_closed_) : state_ == ConnState::kError;
   }
   // After the peer disconnected, writing is pointless but the write handler must still run
   // once more so the writer learns it (its write then fails, as TCP's would with EPIPE).
   bool writable() const {
-    return state_ == ConnState::kConnected && (peer_closed_ || (tx_known_ && tx_offset_ < tx_length_));
+    return state_ == ConnState::kConnected && (peer_closed_ || (tx_known_ && tx_.free_space() > 0));
   }
+  bool tx_unposted() const { return tx_posted_ != tx_.head(); }
+  bool ring() const { return (features_ & kFeatureRing) != 0; }
+  bool solicited() const { return (features_ & kFeatureSolicited) != 0; }
+  // Something we want to post may have to wait for a send completion (a send-queue slot or
+  // a control slot): the CQ must then raise events for send completions too, which a CQ
+  // armed for solicited completions only does not.
+  bool needs_send_events() const { return tx_unposted() || credit_blocked_ || free_ctrl_slots_.empty(); }
   // Work for the before-sleep hook: buffered data to post, or a handler that should run
   // again (handlers are level-style: one that leaves data unread is called again).
   bool wants_service() const {
-    if (state_ == ConnState::kConnected && tx_posted_ != tx_offset_) return true;
+    if (state_ == ConnState::kConnected && (tx_unposted() || (unsolicited_tail_ && solicited()))) return true;
     if (write_handler_ && writable()) return true;
     return read_handler_ != nullptr && readable() && state_ != ConnState::kError &&
-           !(peer_closed_ && eof_delivered_ && rx_pos_ == rx_offset_);
+           !(peer_closed_ && eof_delivered_ && rx_.available() == 0);
   }
   bool linger();
 
   Status setup_resources();
   Status post_recv_slot(uint32_t slot);
   Status send_ctrl(const CtrlMsg& m);
-  Status flush();
+  Status post_data(Extent e, bool solicit);
+  Status flush(bool batch_end);
+  void return_space();
+  Status arm_cq();
+  void ensure_send_events();
   Status process_cq(int* handled = nullptr);
   bool busy_poll();
   Status handle_completion(const Completion& wc);
   Status handle_ctrl(const CtrlMsg& m);
+  void on_features();
   Status register_rx();
   void established();
   void finish_connect(Status s);
@@ -254,25 +276,33 @@ class RdmaConnection final : public Connection, public reactor::FdHandler, publi
   std::shared_ptr<CompletionChannel> channel_;
   std::shared_ptr<CompletionQueue> cq_;
   std::unique_ptr<RegisteredBuffer> ctrl_;   // recv slots, then send slots
-  std::unique_ptr<RegisteredBuffer> rx_;
-  std::unique_ptr<RegisteredBuffer> tx_;     // staging, mirrors the peer's RX buffer
+  std::unique_ptr<RegisteredBuffer> rx_buf_;
+  std::unique_ptr<RegisteredBuffer> tx_buf_;  // staging, mirrors the peer's RX buffer
   std::unique_ptr<CmId> id_;
   bool channel_watched_ = false;
 
   std::unique_ptr<SignalTracker> tracker_;
   std::vector<uint32_t> free_ctrl_slots_;
 
-  // RX (ours): the peer writes [rx_offset_, ...); we have consumed up to rx_pos_.
-  uint32_t rx_offset_ = 0;
-  uint32_t rx_pos_ = 0;
-  // TX (the peer's RX buffer): we have copied up to tx_offset_, posted up to tx_posted_.
+  // RX (our buffer, written by the peer): positions restart at 0 with every registration.
+  // The peer's byte counts (immediate data) advance `produced`, read() advances `tail`, and
+  // space goes back to the peer either all at once by re-registering the whole buffer once
+  // it is consumed (baseline), or in credit_bytes steps by Credit messages (ring mode).
+  ConsumerCursor rx_{RingGeometry(1)};
+  // TX (the peer's RX buffer): write() copies to tx_buf_ at the producer's head -- the
+  // staging buffer mirrors the peer's offset for offset -- and flush() posts [posted, head).
+  // In the baseline no space comes back until the peer re-registers the buffer, so the
+  // writer never wraps; in ring mode Credits return space and the writer wraps around.
   bool tx_known_ = false;
   uint64_t tx_addr_ = 0;
-  uint32_t tx_length_ = 0;
   uint32_t tx_rkey_ = 0;
-  uint32_t tx_offset_ = 0;
-  uint32_t tx_posted_ = 0;
+  ProducerCursor tx_{RingGeometry(1)};
+  uint64_t tx_posted_ = 0;
   bool write_blocked_ = false;
+  bool unsolicited_tail_ = false;  // the last data WR went out without IBV_SEND_SOLICITED
+  bool credit_blocked_ = false;    // a Credit is due but no control slot was free
+  bool armed_solicited_ = false;   // the CQ is armed for solicited completions only
+  bool poll_again_ = false;        // re-armed for all completions: poll before sleeping
 
   bool client_side_ = false;
   bool awaiting_xfer_ = false;
@@ -309,11 +339,12 @@ class Closer final : public reactor::FdHandler, public CmSink {
     std::unique_ptr<CmId> id;
     std::unique_ptr<SignalTracker> tracker;
   };
-  struct Tx {  // the unposted tail [posted, offset) of the peer's buffer
+  struct Tx {  // the unposted tail [posted, head) of the peer's buffer
     uint64_t addr = 0;
     uint32_t rkey = 0;
-    uint32_t posted = 0;
-    uint32_t offset = 0;
+    uint64_t capacity = 1;
+    uint64_t posted = 0;
+    uint64_t head = 0;
   };
 
   Closer(LoopContext* ctx, Wire w, Tx tx, std::string peer)
@@ -327,6 +358,10 @@ class Closer final : public reactor::FdHandler, public CmSink {
     w_.id->set_user_data(static_cast<CmSink*>(this));
     if (Status s = ctx_->loop().add(w_.channel->fd(), reactor::kReadable, this); !s.ok()) return finish(s.to_string());
     watched_ = true;
+    // The connection may have armed the CQ for solicited completions only; the completion
+    // we wait for is a send completion.  Re-arm for all and look at what is already there.
+    if (Status s = w_.cq->arm(); !s.ok()) return finish(s.to_string());
+    if (!poll()) return;
     if (linger_ms != 0)
       timer_ = ctx_->loop().run_after(linger_ms * kMs, [this, linger_ms] {
         timer_ = 0;
@@ -341,26 +376,34 @@ class Closer final : public reactor::FdHandler, public CmSink {
     auto events = w_.cq->consume_events();
     if (!events.ok()) s = events.status();
     if (s.ok()) s = w_.cq->arm();
-    for (bool more = s.ok(); more && !done_;) {
-      auto n = w_.cq->poll(wcs_);
-      if (!n.ok()) {
-        s = n.status();
-        break;
-      }
-      for (int i = 0; i < *n && !done_; ++i) {
-        const Completion& wc = wcs_[i];
-        if (!wc.ok()) return finish(wc.as_status().to_string());
-        if (wr_kind(wc.wr_id) != kWrRecv) w_.tracker->on_signaled_completion();
-      }
-      more = *n == static_cast<int>(std::size(wcs_));
-    }
     if (!s.ok()) return finish(s.to_string());
-    pump();
+    if (poll()) pump();
   }
 
   void on_cm_event(CmEvent& ev) override {
     if (ev.type == RDMA_CM_EVENT_TIMEWAIT_EXIT) return;
     finish(std::string("peer event ") + ev.to_string());
+  }
+
+  // Takes every completion there is; false if that finished the close.
+  bool poll() {
+    for (bool more = true; more && !done_;) {
+      auto n = w_.cq->poll(wcs_);
+      if (!n.ok()) {
+        finish(n.status().to_string());
+        return false;
+      }
+      for (int i = 0; i < *n && !done_; ++i) {
+        const Completion& wc = wcs_[i];
+        if (!wc.ok()) {
+          finish(wc.as_status().to_string());
+          return false;
+        }
+        if (wr_kind(wc.wr_id) != kWrRecv) w_.tracker->on_signaled_completion();
+      }
+      more = *n == static_cast<int>(std::size(wcs_));
+    }
+    return !done_;
   }
 
   // The loop is being destroyed: give up now, touching only the verbs objects.
@@ -373,24 +416,28 @@ class Closer final : public reactor::FdHandler, public CmSink {
   void pump() {
     if (done_) return;
     SignalTracker& t = *w_.tracker;
-    if (tx_.posted != tx_.offset && t.can_post(1)) {
-      const uint32_t len = tx_.offset - tx_.posted;
-      ibv_sge sge = w_.tx->sge(tx_.posted, len);
+    // The unposted bytes wrap around the end of the peer's ring at most once.
+    while (tx_.posted != tx_.head && t.can_post(1)) {
+      const Extent e = RingGeometry(tx_.capacity).extents(tx_.posted, tx_.head - tx_.posted).first;
+      const uint32_t len = static_cast<uint32_t>(e.len);
+      ibv_sge sge = w_.tx->sge(e.offset, len);
       t.on_post(true);
-      SendWr wr = SendWr::write_imm(&sge, 1, tx_.addr + tx_.posted, tx_.rkey, len)
+      SendWr wr = SendWr::write_imm(&sge, 1, tx_.addr + e.offset, tx_.rkey, len)
                       .id(make_wr_id(kWrData, 0))
                       .signaled()
+                      .solicited()
                       .inlined(len <= w_.id->qp()->max_inline());
       if (Status s = w_.id->qp()->post_send(wr); !s.ok()) return finish(s.to_string());
-      tx_.posted = tx_.offset;
-    } else if (tx_.posted == tx_.offset && t.outstanding() > 0 && !t.last_signaled() && t.can_post(1)) {
+      tx_.posted += len;
+    }
+    if (tx_.posted == tx_.head && t.outstanding() > 0 && !t.last_signaled() && t.can_post(1)) {
       // The last data WR went unsignaled: a zero-length RDMA WRITE (invisible to the peer:
       // no immediate, no receive consumed) gets the completion that covers it.
       t.on_post(true);
       SendWr wr = SendWr::write(nullptr, 0, tx_.addr, tx_.rkey).id(make_wr_id(kWrData, 0)).signaled();
       if (Status s = w_.id->qp()->post_send(wr); !s.ok()) return finish(s.to_string());
     }
-    if (tx_.posted == tx_.offset && t.outstanding() == 0) finish("");
+    if (tx_.posted == tx_.head && t.outstanding() == 0) finish("");
   }
 
   void finish(const std::string& why) {
@@ -597,10 +644,10 @@ Status RdmaConnection::setup_resources() {
   ctrl_ = std::make_unique<RegisteredBuffer>(std::move(ctrl));
   CONDUIT_ASSIGN_OR_RETURN(auto rx, RegisteredBuffer::create(pd_, options_.rx_buffer,
                                                              Access::kLocalWrite | Access::kRemoteWrite));
-  rx_ = std::make_unique<RegisteredBuffer>(std::move(rx));
+  rx_buf_ = std::make_unique<RegisteredBuffer>(std::move(rx));
   for (uint32_t i = 0; i < options_.recv_depth; ++i) CONDUIT_RETURN_IF_ERROR(post_recv_slot(i));
   for (uint32_t i = 0; i < kCtrlSendSlots; ++i) free_ctrl_slots_.push_back(kCtrlSendSlots - 1 - i);
-  CONDUIT_RETURN_IF_ERROR(cq_->arm());
+  CONDUIT_RETURN_IF_ERROR(arm_cq());
   CONDUIT_RETURN_IF_ERROR(ctx_->loop().add(channel_->fd(), reactor::kReadable, this));
   channel_watched_ = true;
   return {};
@@ -621,8 +668,8 @@ void RdmaConnection::release_resources() {
   if (id_) id_->set_user_data(nullptr);
   // Order matters: id (QP) before MRs, CQ and channel.
   id_.reset();
-  tx_.reset();
-  rx_.reset();
+  tx_buf_.reset();
+  rx_buf_.reset();
   ctrl_.reset();
   cq_.reset();
   channel_.reset();
@@ -631,15 +678,15 @@ void RdmaConnection::release_resources() {
 
 bool RdmaConnection::linger() {
   if (!id_ || !tracker_ || state_ != ConnState::kConnected || peer_closed_ || disconnect_sent_) return false;
-  if (tx_posted_ == tx_offset_ && tracker_->outstanding() == 0) return false;  // nothing on the wire
+  if (!tx_unposted() && tracker_->outstanding() == 0) return false;  // nothing on the wire
   if (keepalive_timer_ != 0) ctx_->loop().cancel(keepalive_timer_);
   if (connect_timer_ != 0) ctx_->loop().cancel(connect_timer_);
   keepalive_timer_ = connect_timer_ = 0;
   if (channel_watched_) (void)ctx_->loop().remove(channel_->fd());
   channel_watched_ = false;
   Closer::Wire w{std::move(pd_),  std::move(channel_), std::move(cq_),      std::move(ctrl_),
-                 std::move(rx_),  std::move(tx_),      std::move(id_),      std::move(tracker_)};
-  Closer::Tx tx{tx_addr_, tx_rkey_, tx_posted_, tx_offset_};
+                 std::move(rx_buf_), std::move(tx_buf_), std::move(id_), std::move(tracker_)};
+  Closer::Tx tx{tx_addr_, tx_rkey_, tx_.geometry().capacity(), tx_posted_, tx_.head()};
   auto closer = std::make_unique<Closer>(ctx_, std::move(w), tx, peer_);
   Closer* raw = closer.get();
   ctx_->adopt(std::move(closer));
@@ -816,35 +863,63 @@ Status RdmaConnection::send_ctrl(const CtrlMsg& m) {
   uint8_t* buf = ctrl_->data() + static_cast<size_t>(options_.recv_depth + slot) * kCtrlSize;
   m.encode(*reinterpret_cast<uint8_t(*)[kCtrlSize]>(buf));
   ibv_sge sge = ctrl_->sge(static_cast<size_t>(options_.recv_depth + slot) * kCtrlSize, kCtrlSize);
-  // Control sends are always signaled: their completion frees the slot.
+  // Control sends are always signaled (their completion frees the slot) and solicited (a
+  // peer that negotiated kFeatureSolicited wakes for them; others ignore the bit).
   tracker_->on_post(true);
-  SendWr wr = SendWr::send(&sge, 1).id(make_wr_id(kWrCtrlSend, slot)).signaled();
+  SendWr wr = SendWr::send(&sge, 1).id(make_wr_id(kWrCtrlSend, slot)).signaled().solicited();
   if (Status s = qp()->post_send(wr); !s.ok()) return s;
   free_ctrl_slots_.pop_back();
   return {};
 }
 
 Status RdmaConnection::register_rx() {
-  rx_offset_ = 0;
-  rx_pos_ = 0;
-  return send_ctrl(CtrlMsg::register_xfer(rx_->mr().addr(), static_cast<uint32_t>(rx_->size()), rx_->mr().rkey()));
+  rx_ = ConsumerCursor(RingGeometry(rx_buf_->size()));
+  return send_ctrl(
+      CtrlMsg::register_xfer(rx_buf_->mr().addr(), static_cast<uint32_t>(rx_buf_->size()), rx_buf_->mr().rkey()));
+}
+
+// Gives consumed space back to the writer: in ring mode a Credit once credit_bytes are
+// consumed; in the baseline the whole buffer, re-registered, once all of it is consumed.
+void RdmaConnection::return_space() {
+  if (peer_closed_ || state_ != ConnState::kConnected) return;
+  Status s;
+  if (ring()) {
+    if (!rx_.credits_due(options_.credit_bytes)) return;
+    s = send_ctrl(CtrlMsg::credit(rx_.unreturned()));
+    if (s.ok()) {
+      (void)rx_.take_credits();
+      credit_blocked_ = false;
+      return;
+    }
+    if (s.code() == Code::kResourceExhausted) {
+      // No control slot or send-queue room: retried when a send completion frees one.
+      credit_blocked_ = true;
+      ensure_send_events();
+      return;
+    }
+  } else {
+    if (rx_.unreturned() != rx_.geometry().capacity()) return;
+    s = register_rx();
+    if (s.ok()) return;
+  }
+  fail(s);
 }
 
 Status RdmaConnection::handle_ctrl(const CtrlMsg& m) {
   switch (static_cast<Opcode>(m.opcode)) {
     case Opcode::kRegisterXferMemory: {
-      if (!tx_ || tx_->size() != m.length) {
-        tx_.reset();
-        CONDUIT_ASSIGN_OR_RETURN(auto buf, RegisteredBuffer::create(pd_, m.length, kLocalOnly));
-        tx_ = std::make_unique<RegisteredBuffer>(std::move(buf));
-      }
-      if (tx_known_ && tx_posted_ != tx_offset_)
+      if (tx_known_ && tx_unposted())
         return Status(Code::kProtocolError, "rdma: peer re-registered its buffer before receiving all data");
+      if (!tx_buf_ || tx_buf_->size() != m.length) {
+        tx_buf_.reset();
+        CONDUIT_ASSIGN_OR_RETURN(auto buf, RegisteredBuffer::create(pd_, m.length, kLocalOnly));
+        tx_buf_ = std::make_unique<RegisteredBuffer>(std::move(buf));
+      }
       tx_known_ = true;
       tx_addr_ = m.addr;
-      tx_length_ = m.length;
       tx_rkey_ = m.rkey;
-      tx_offset_ = tx_posted_ = 0;
+      tx_ = ProducerCursor(RingGeometry(m.length));
+      tx_posted_ = 0;
       peer_xfer_seen_ = true;
       if (awaiting_xfer_) {
         awaiting_xfer_ = false;
@@ -855,6 +930,13 @@ Status RdmaConnection::handle_ctrl(const CtrlMsg& m) {
     }
     case Opcode::kKeepalive:
       peer_keepalive_seen_ = true;
+      return {};
+    case Opcode::kCredit:
+      if (!ring()) return Status(Code::kProtocolError, "rdma: Credit from a peer that did not negotiate ring mode");
+      if (!tx_known_ || !tx_.add_credits(m.bytes))
+        return Status(Code::kProtocolError, "rdma: peer returned " + std::to_string(m.bytes) + " bytes but only " +
+                                                std::to_string(tx_known_ ? tx_.in_flight() : 0) + " are in flight");
+      if (write_handler_) ctx_->mark_pending(this);
       return {};
     case Opcode::kGetServerFeature: {
       if (!client_side_) {
@@ -869,6 +951,7 @@ Status RdmaConnection::handle_ctrl(const CtrlMsg& m) {
       if (chosen != 0) {
         CONDUIT_RETURN_IF_ERROR(send_ctrl(CtrlMsg::feature(Opcode::kSetClientFeature, chosen)));
         features_ = chosen;
+        on_features();
       }
       return {};
     }
@@ -877,9 +960,19 @@ Status RdmaConnection::handle_ctrl(const CtrlMsg& m) {
       if (m.select != 0 || (m.features & ~options_.features) != 0)
         return Status(Code::kProtocolError, "rdma: peer selected unsupported features " + std::to_string(m.features));
       features_ = m.features;
+      on_features();
       return {};
   }
   return Status(Code::kProtocolError, "rdma: unknown opcode " + std::to_string(m.opcode));
+}
+
+// Both sides now run the negotiated extensions.  Nothing on the wire changes at this point:
+// space already consumed is credited from now on (ring), and a batch posted before without
+// a solicited tail gets one before the loop sleeps (solicited); the CQ is armed for
+// solicited completions at the next re-arm.
+void RdmaConnection::on_features() {
+  CONDUIT_LOG(kDebug) << "rdma: " << peer_ << " negotiated features " << features_;
+  ctx_->mark_pending(this);
 }
 
 Status RdmaConnection::handle_completion(const Completion& wc) {
@@ -893,11 +986,11 @@ Status RdmaConnection::handle_completion(const Completion& wc) {
       last_rx_ns_ = monotonic_ns();
       if (wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
         const uint32_t len = wc.imm();
-        if (len > rx_->size() - rx_offset_)
-          return Status(Code::kProtocolError, "rdma: peer wrote " + std::to_string(len) + " bytes at offset " +
-                                                  std::to_string(rx_offset_) + " of a " + std::to_string(rx_->size()) +
-                                                  "-byte buffer");
-        rx_offset_ += len;
+        if (!rx_.add_produced(len))
+          return Status(Code::kProtocolError, "rdma: peer wrote " + std::to_string(len) + " bytes but only " +
+                                                  std::to_string(rx_.granted()) + " of its " +
+                                                  std::to_string(rx_.geometry().capacity()) +
+                                                  "-byte buffer were granted");
       } else {
         CONDUIT_ASSIGN_OR_RETURN(CtrlMsg m, CtrlMsg::decode(ctrl_->data() + static_cast<size_t>(slot) * kCtrlSize,
                                                             wc.byte_len));
@@ -908,9 +1001,11 @@ Status RdmaConnection::handle_completion(const Completion& wc) {
     case kWrCtrlSend:
       free_ctrl_slots_.push_back(wr_index(wc.wr_id));
       tracker_->on_signaled_completion();
+      if (credit_blocked_) return_space();
       return {};
     case kWrData:
       tracker_->on_signaled_completion();
+      if (credit_blocked_) return_space();
       return {};
   }
   return Status(Code::kInternal, "rdma: completion with unknown wr_id " + std::to_string(wc.wr_id));
@@ -926,18 +1021,38 @@ Status RdmaConnection::process_cq(int* handled) {
   }
 }
 
+// Arms the CQ for the next event: solicited completions only once the peer marks its batches
+// (kFeatureSolicited), unless we are waiting for a send completion ourselves.
+Status RdmaConnection::arm_cq() {
+  armed_solicited_ = solicited() && !needs_send_events();
+  return cq_->arm(armed_solicited_);
+}
+
+// We now wait for a send completion: widen a solicited-only arming to every completion, and
+// poll once more before sleeping for completions that arrived while it was narrow (they
+// raised no event).
+void RdmaConnection::ensure_send_events() {
+  if (!armed_solicited_ || !cq_) return;
+  armed_solicited_ = false;
+  if (Status s = cq_->arm(false); !s.ok()) return fail(s);
+  poll_again_ = true;
+  ctx_->mark_pending(this);
+}
+
 void RdmaConnection::on_events(uint32_t) {
   if (!cq_) return;
   Status s;
   auto events = cq_->consume_events();
   if (!events.ok()) s = events.status();
-  if (s.ok()) s = cq_->arm();
+  else stats_.wakeups += static_cast<uint64_t>(*events);
+  if (s.ok()) s = arm_cq();
   if (s.ok()) s = process_cq();
   if (!s.ok()) {
     fail(s);
-  } else if (tx_posted_ != tx_offset_) {
-    (void)flush();  // completions may have freed send-queue slots
+  } else if (tx_unposted()) {
+    (void)flush(true);  // completions may have freed send-queue slots
   }
+  if (state_ == ConnState::kConnected && armed_solicited_ && needs_send_events()) ensure_send_events();
   if (options_.busy_poll_us != 0 && state_ == ConnState::kConnected) {
     busy_since_ns_ = monotonic_ns();  // traffic: poll for the next completion instead of sleeping
     ctx_->mark_pending(this);
@@ -961,7 +1076,7 @@ bool RdmaConnection::busy_poll() {
   }
   const uint64_t now = monotonic_ns();
   if (handled != 0 || busy_since_ns_ == 0) busy_since_ns_ = now;
-  if (handled != 0 && tx_posted_ != tx_offset_) (void)flush();
+  if (handled != 0 && tx_unposted()) (void)flush(true);
   if (now - busy_since_ns_ < options_.busy_poll_us * 1000) return true;
   busy_since_ns_ = 0;
   return false;
@@ -970,21 +1085,51 @@ bool RdmaConnection::busy_poll() {
 // ---------------------------------------------------------------------------------------
 // Data path
 
-Status RdmaConnection::flush() {
-  if (tx_posted_ == tx_offset_ || state_ != ConnState::kConnected) return {};
-  if (!tracker_->can_post(1)) return Status::WouldBlock();  // a signaled completion will free room
-  const uint32_t len = tx_offset_ - tx_posted_;
-  ibv_sge sge = tx_->sge(tx_posted_, len);
+Status RdmaConnection::post_data(Extent e, bool solicit) {
+  const uint32_t len = static_cast<uint32_t>(e.len);
+  ibv_sge sge = tx_buf_->sge(e.offset, len);
   const bool signal = tracker_->on_post(false);
-  SendWr wr = SendWr::write_imm(&sge, 1, tx_addr_ + tx_posted_, tx_rkey_, len)
+  SendWr wr = SendWr::write_imm(len != 0 ? &sge : nullptr, len != 0 ? 1 : 0, tx_addr_ + e.offset, tx_rkey_, len)
                   .id(make_wr_id(kWrData, 0))
                   .signaled(signal)
-                  .inlined(len <= qp()->max_inline());
+                  .solicited(solicit)
+                  .inlined(len != 0 && len <= qp()->max_inline());
   if (Status s = qp()->post_send(wr); !s.ok()) {
     fail(s);
     return s;
   }
-  tx_posted_ = tx_offset_;
+  return {};
+}
+
+// Posts the bytes written since the last post: one RDMA_WRITE_WITH_IMM per contiguous run
+// (two when the run wraps around the end of the peer's ring).  `batch_end`: nothing more
+// follows before the loop sleeps (or the writer is blocked), so the last WR is solicited --
+// the one that wakes a peer which negotiated kFeatureSolicited.  A batch whose last WR went
+// out unsolicited (posted early because it reached flush_bytes) is closed by a zero-length
+// solicited WRITE_WITH_IMM.
+Status RdmaConnection::flush(bool batch_end) {
+  if (state_ != ConnState::kConnected || !tx_known_) return {};
+  if (!tx_unposted()) {
+    if (!batch_end || !unsolicited_tail_ || !solicited()) return {};
+    if (!tracker_->can_post(1)) {
+      ensure_send_events();
+      return Status::WouldBlock();
+    }
+    CONDUIT_RETURN_IF_ERROR(post_data(Extent{tx_.geometry().offset(tx_posted_), 0}, true));
+    unsolicited_tail_ = false;
+    return {};
+  }
+  while (tx_unposted()) {
+    if (!tracker_->can_post(1)) {
+      ensure_send_events();
+      return Status::WouldBlock();  // a signaled completion will free room
+    }
+    const Extents e = tx_.geometry().extents(tx_posted_, tx_.head() - tx_posted_);
+    const bool last = e.second.len == 0;
+    CONDUIT_RETURN_IF_ERROR(post_data(e.first, batch_end && last));
+    tx_posted_ += e.first.len;
+    unsolicited_tail_ = !(batch_end && last);
+  }
   return {};
 }
 
@@ -1001,14 +1146,17 @@ Result<size_t> RdmaConnection::writev(std::span<const iovec> iov) {
   }
   size_t total = 0;
   for (const iovec& v : iov) {
-    if (!writable()) break;
-    const size_t room = tx_length_ - tx_offset_;
-    const size_t n = std::min(room, v.iov_len);
-    if (n == 0) continue;  // an empty iovec may carry a null base
-    std::memcpy(tx_->data() + tx_offset_, v.iov_base, n);
-    tx_offset_ += static_cast<uint32_t>(n);
-    total += n;
-    if (n < v.iov_len) break;
+    const auto* src = static_cast<const uint8_t*>(v.iov_base);
+    size_t left = v.iov_len;
+    while (left != 0 && tx_.free_space() != 0) {  // an empty iovec may carry a null base
+      const Extent e = tx_.writable(left).first;   // contiguous; wraps on the next round
+      std::memcpy(tx_buf_->data() + e.offset, src, e.len);
+      tx_.produce(e.len);
+      src += e.len;
+      left -= e.len;
+      total += e.len;
+    }
+    if (left != 0) break;
   }
   if (total == 0) {
     bool empty = true;
@@ -1021,9 +1169,10 @@ Result<size_t> RdmaConnection::writev(std::span<const iovec> iov) {
   stats_.bytes_written += total;
   ++stats_.writes;
   // Small runs wait for the before-sleep hook so that many writes become one WR; a full
-  // buffer or a large run goes out now.
-  if (tx_offset_ - tx_posted_ >= options_.flush_bytes || tx_offset_ == tx_length_) {
-    Status s = flush();
+  // buffer or a large run goes out now (a full buffer ends the batch: the writer waits).
+  const bool full = tx_.free_space() == 0;
+  if (tx_.head() - tx_posted_ >= options_.flush_bytes || full) {
+    Status s = flush(full);
     if (s.is_error()) return s;
   }
   ctx_->mark_pending(this);
@@ -1041,7 +1190,7 @@ Result<size_t> RdmaConnection::read(std::span<uint8_t> buf) {
     if (state_ == ConnState::kClosed) return Status(Code::kClosed, "rdma: connection is closed");
     return Status(Code::kInvalidArgument, "rdma: connection is still being set up");
   }
-  if (rx_pos_ == rx_offset_) {
+  if (rx_.available() == 0) {
     if (peer_closed_) {
       eof_delivered_ = true;
       return size_t{0};
@@ -1049,18 +1198,14 @@ Result<size_t> RdmaConnection::read(std::span<uint8_t> buf) {
     ++stats_.read_would_block;
     return Status::WouldBlock();
   }
-  const size_t n = std::min<size_t>(buf.size(), rx_offset_ - rx_pos_);
-  std::memcpy(buf.data(), rx_->data() + rx_pos_, n);
-  rx_pos_ += static_cast<uint32_t>(n);
+  const Extents e = rx_.readable(buf.size());
+  std::memcpy(buf.data(), rx_buf_->data() + e.first.offset, e.first.len);
+  if (e.second.len != 0) std::memcpy(buf.data() + e.first.len, rx_buf_->data(), e.second.len);
+  const size_t n = e.total();
+  rx_.consume(n);
   stats_.bytes_read += n;
   ++stats_.reads;
-  if (rx_pos_ == rx_->size() && !peer_closed_) {
-    // Fully consumed: hand the whole buffer back to the writer.
-    if (Status s = register_rx(); !s.ok()) {
-      fail(s);
-      return n;
-    }
-  }
+  return_space();
   return n;
 }
 
@@ -1082,9 +1227,13 @@ void RdmaConnection::deliver() {
 void RdmaConnection::process_pending() { deliver(); }
 
 bool RdmaConnection::run_deferred() {
+  if (poll_again_ && state_ == ConnState::kConnected) {
+    poll_again_ = false;
+    if (Status s = process_cq(); !s.ok()) fail(s);
+  }
   const bool polling = busy_poll();
   if (state_ == ConnState::kConnected) {
-    Status s = flush();
+    Status s = flush(true);
     if (s.is_error()) fail(s);
   }
   deliver();

@@ -40,14 +40,20 @@ struct Extents {
 
 class RingGeometry {
  public:
-  // Capacity must be a power of two (checked by valid_capacity; asserted here).
-  explicit constexpr RingGeometry(uint64_t capacity) : capacity_(capacity), mask_(capacity - 1) {
-    assert(valid_capacity(capacity));
+  // Any capacity in [1, 2^62] (checked by valid_any_capacity; asserted here).  Rings Conduit
+  // allocates itself use powers of two (valid_capacity): offsets are then a mask.  Other
+  // capacities (an RDMA peer's receive buffer is whatever length it advertised) use a
+  // modulo, which stays exact until a position wraps 2^64, some 58 years of streaming at
+  // 10 GB/s; the rdma transport restarts its positions at every buffer registration anyway.
+  explicit constexpr RingGeometry(uint64_t capacity)
+      : capacity_(capacity), mask_(valid_capacity(capacity) ? capacity - 1 : 0) {
+    assert(valid_any_capacity(capacity));
   }
   static constexpr bool valid_capacity(uint64_t c) { return c >= 2 && c <= (uint64_t{1} << 62) && (c & (c - 1)) == 0; }
+  static constexpr bool valid_any_capacity(uint64_t c) { return c >= 1 && c <= (uint64_t{1} << 62); }
 
   constexpr uint64_t capacity() const { return capacity_; }
-  constexpr uint64_t offset(uint64_t pos) const { return pos & mask_; }
+  constexpr uint64_t offset(uint64_t pos) const { return mask_ != 0 ? pos & mask_ : pos % capacity_; }
   // The `len` bytes (len <= capacity) starting at position `pos`.
   constexpr Extents extents(uint64_t pos, uint64_t len) const {
     assert(len <= capacity_);
@@ -58,7 +64,7 @@ class RingGeometry {
 
  private:
   uint64_t capacity_;
-  uint64_t mask_;
+  uint64_t mask_;  // capacity - 1 for a power of two, else 0
 };
 
 // The producer's view: how far it has written (head) and how far it knows the consumer has
@@ -132,11 +138,17 @@ class ConsumerCursor {
     return true;
   }
   // The producer announced n more bytes (rdma: the immediate data of a WRITE_WITH_IMM).
+  // Credit-based rings: the producer may only use space the consumer has given back, so n
+  // is checked against capacity - (produced - returned), not just against unread bytes --
+  // a producer that writes into consumed-but-unreturned space has broken the protocol.
   [[nodiscard]] constexpr bool add_produced(uint64_t n) {
-    if (n > geom_.capacity() - available()) return false;
+    const uint64_t held = produced_ - returned_;  // granted space in use
+    if (held > geom_.capacity() || n > geom_.capacity() - held) return false;
     produced_ += n;
     return true;
   }
+  // Space the producer may still use without more credits.
+  constexpr uint64_t granted() const { return geom_.capacity() - (produced_ - returned_); }
 
   // Incremental credit return: bytes consumed since the last take_credits().
   constexpr uint64_t unreturned() const { return tail_ - returned_; }

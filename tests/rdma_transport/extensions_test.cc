@@ -1,0 +1,275 @@
+// Conduit's negotiated extensions of the RDMA stream protocol, on a real device:
+//   ring       incremental Credit returns, the writer wraps around the peer's buffer;
+//   solicited  the receiver arms for solicited completions and wakes once per batch.
+// Both are offered by default and fall back to the Valkey baseline when either side
+// does not offer them (features=none is what a Valkey peer looks like).
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstring>
+#include <random>
+#include <thread>
+
+#include "conduit/base/clock.h"
+#include "conduit/transport/connection.h"
+#include "rdma_env.h"
+
+namespace conduit::transport {
+namespace {
+
+using reactor::EventLoop;
+constexpr uint64_t kMs = 1'000'000;
+
+template <typename Pred>
+bool run_until(EventLoop& loop, Pred pred, int timeout_ms = 10000) {
+  const uint64_t deadline = monotonic_ns() + static_cast<uint64_t>(timeout_ms) * kMs;
+  while (!pred() && monotonic_ns() < deadline)
+    if (!loop.run_once(10).ok()) return false;
+  return pred();
+}
+
+struct Pair {
+  std::unique_ptr<EventLoop> loop;
+  std::unique_ptr<Listener> listener;
+  std::unique_ptr<Connection> server, client;
+  Status connect_status = Status(Code::kInProgress, "");
+};
+
+// Both ends on one loop; the listener and the client get their own options.
+Result<std::unique_ptr<Pair>> make_pair(const std::string& addr, const std::string& server_opts,
+                                        const std::string& client_opts) {
+  auto p = std::make_unique<Pair>();
+  CONDUIT_ASSIGN_OR_RETURN(p->loop, EventLoop::create());
+  Pair* raw = p.get();
+  CONDUIT_ASSIGN_OR_RETURN(p->listener, listen(*p->loop, "rdma://" + addr + ":0" + server_opts,
+                                               [raw](std::unique_ptr<Connection> c) { raw->server = std::move(c); }));
+  CONDUIT_ASSIGN_OR_RETURN(p->client, connect(*p->loop, p->listener->url() + client_opts,
+                                              [raw](Connection&, Status s) { raw->connect_status = s; }));
+  if (!run_until(*p->loop, [&] { return raw->server && !raw->connect_status.in_progress(); }))
+    return Status(Code::kTimedOut, "rdma pair setup timed out");
+  CONDUIT_RETURN_IF_ERROR(p->connect_status);
+  return p;
+}
+
+// Waits until both sides agree on the extensions (negotiation follows the connection).
+std::string settle(Pair& p, const std::string& want) {
+  run_until(*p.loop, [&] {
+    return std::string(p.client->caps().extensions) == want && std::string(p.server->caps().extensions) == want;
+  }, 5000);
+  return std::string(p.client->caps().extensions) + "/" + std::string(p.server->caps().extensions);
+}
+
+std::vector<uint8_t> transfer(EventLoop& loop, Connection& a, Connection& b, const std::vector<uint8_t>& data,
+                              size_t chunk) {
+  std::vector<uint8_t> got;
+  size_t sent = 0;
+  auto pump = [&](Connection& c) {
+    while (sent < data.size()) {
+      auto n = c.write(std::span(data.data() + sent, std::min(chunk, data.size() - sent)));
+      if (!n.ok()) break;
+      sent += *n;
+    }
+    if (sent == data.size()) c.set_write_handler(nullptr);
+  };
+  a.set_write_handler(pump);
+  b.set_read_handler([&](Connection& c) {
+    uint8_t buf[7001];  // odd size: reads straddle the wrap at odd offsets
+    for (;;) {
+      auto n = c.read(buf);
+      if (!n.ok() || *n == 0) break;
+      got.insert(got.end(), buf, buf + *n);
+    }
+  });
+  pump(a);
+  run_until(loop, [&] { return got.size() >= data.size(); }, 60000);
+  a.set_write_handler(nullptr);
+  b.set_read_handler(nullptr);
+  return got;
+}
+
+class RdmaExtensions : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    CONDUIT_OPEN_DEVICE_OR_SKIP(ctx);
+    (void)ctx;
+    CONDUIT_REQUIRE_ADDR_OR_SKIP(a);
+    addr_ = a;
+  }
+  std::string addr_;
+};
+
+TEST_F(RdmaExtensions, NegotiatedOnlyWhenBothSidesOfferThem) {
+  struct Case {
+    std::string server, client, want;
+  } cases[] = {
+      {"", "", "ring,solicited"},
+      {"?features=none", "", ""},  // a Valkey server: answers 0, never sees SetClientFeature
+      {"", "?features=none", ""},  // a Valkey client: never asks
+      {"", "?features=1", "ring"},
+      {"?features=2", "", "solicited"},
+      {"?features=1", "?features=2", ""},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE("server '" + c.server + "' client '" + c.client + "'");
+    auto p = make_pair(addr_, c.server, c.client);
+    ASSERT_TRUE(p.ok()) << p.status().to_string();
+    EXPECT_EQ(settle(**p, c.want), c.want + "/" + c.want);
+    // And the connection works in that mode.
+    std::vector<uint8_t> data(200000);
+    for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<uint8_t>(i * 7);
+    EXPECT_TRUE(transfer(*(*p)->loop, *(*p)->client, *(*p)->server, data, 3000) == data);
+  }
+}
+
+// Every mode, byte for byte, both ways, through a 64 KiB buffer many times over, with
+// writes and reads of sizes that never line up with the buffer.
+TEST_F(RdmaExtensions, DataBothWaysInEveryMode) {
+  for (const char* features : {"none", "1", "2", "3"}) {
+    SCOPED_TRACE(std::string("features=") + features);
+    const std::string opts = std::string("?rx_buffer=65536&features=") + features;
+    auto p = make_pair(addr_, opts, opts);
+    ASSERT_TRUE(p.ok()) << p.status().to_string();
+    Pair& pair = **p;
+    settle(pair, std::string(features) == "none" ? "" : std::string(features) == "1" ? "ring"
+                                                     : std::string(features) == "2" ? "solicited"
+                                                                                    : "ring,solicited");
+    std::vector<uint8_t> data(3 << 20);
+    std::mt19937 rng(5);
+    for (auto& b : data) b = static_cast<uint8_t>(rng());
+    auto got = transfer(*pair.loop, *pair.client, *pair.server, data, 10007);
+    ASSERT_EQ(got.size(), data.size());
+    EXPECT_TRUE(got == data);
+    std::reverse(data.begin(), data.end());
+    auto back = transfer(*pair.loop, *pair.server, *pair.client, data, 70001);
+    ASSERT_EQ(back.size(), data.size());
+    EXPECT_TRUE(back == data);
+  }
+}
+
+// Ring mode's point: a writer that filled the peer's buffer may go on once the reader has
+// consumed credit_bytes of it, not only once it has consumed all of it.
+TEST_F(RdmaExtensions, RingWriterResumesAfterACreditNotAWholeBuffer) {
+  for (bool ring : {true, false}) {
+    SCOPED_TRACE(ring ? "ring" : "baseline");
+    const std::string opts = std::string("?rx_buffer=65536&credit_bytes=16384&features=") + (ring ? "1" : "none");
+    auto p = make_pair(addr_, opts, opts);
+    ASSERT_TRUE(p.ok()) << p.status().to_string();
+    Pair& pair = **p;
+    settle(pair, ring ? "ring" : "");
+    std::vector<uint8_t> block(65536);
+    for (size_t i = 0; i < block.size(); ++i) block[i] = static_cast<uint8_t>(i);
+    size_t written = 0;
+    ASSERT_TRUE(run_until(*pair.loop, [&] {
+      auto n = pair.client->write(std::span(block.data() + written, block.size() - written));
+      if (n.ok()) written += *n;
+      return written == block.size();
+    }));
+    EXPECT_TRUE(pair.client->write(block).status().would_block());
+    bool writable = false;
+    pair.client->set_write_handler([&](Connection&) { writable = true; });
+    // The reader takes a quarter of the buffer.
+    uint8_t buf[16384];
+    size_t drained = 0;
+    ASSERT_TRUE(run_until(*pair.loop, [&] {
+      auto n = pair.server->read(std::span(buf, sizeof buf - drained));
+      if (n.ok()) drained += *n;
+      return drained == sizeof buf;
+    }));
+    for (int i = 0; i < 20; ++i) ASSERT_TRUE(pair.loop->run_once(10).ok());
+    EXPECT_EQ(writable, ring);
+    if (ring) {
+      // Exactly the credited space, written at the start of the buffer (the wrap), and
+      // read back in order after the rest of the first block.
+      std::vector<uint8_t> second(16384, 0x5a);
+      auto n = pair.client->write(std::span(second.data(), second.size()));
+      ASSERT_TRUE(n.ok()) << n.status().to_string();
+      EXPECT_EQ(*n, second.size());
+      EXPECT_TRUE(pair.client->write(second).status().would_block());
+      std::vector<uint8_t> rest;
+      ASSERT_TRUE(run_until(*pair.loop, [&] {
+        uint8_t b[4096];
+        auto r = pair.server->read(b);
+        if (r.ok()) rest.insert(rest.end(), b, b + *r);
+        return rest.size() == 65536 - 16384 + 16384;
+      }));
+      EXPECT_TRUE(std::equal(block.begin() + 16384, block.end(), rest.begin()));
+      EXPECT_TRUE(std::all_of(rest.begin() + (65536 - 16384), rest.end(), [](uint8_t b) { return b == 0x5a; }));
+    }
+  }
+}
+
+// Solicited events: the writer posts a WR per 1 KiB write (flush_bytes=1024) and pauses
+// between them, so a receiver woken per completion wakes about once per write; with the
+// extension it wakes once per batch (the writer's loop iteration), at the batch's last,
+// solicited WR -- here a zero-length WRITE_WITH_IMM, since every data WR went out early.
+TEST_F(RdmaExtensions, SolicitedEventsWakeTheReceiverOncePerBatch) {
+  constexpr int kBatches = 8;
+  constexpr int kWritesPerBatch = 12;
+  auto run = [&](const char* features) -> std::pair<uint64_t, size_t> {
+    const std::string opts = std::string("?flush_bytes=1024&keepalive_ms=0&keepalive_timeout_ms=0&features=") + features;
+    std::atomic<uint16_t> port{0};
+    std::atomic<bool> stop{false};
+    std::atomic<size_t> received{0};
+    std::atomic<uint64_t> wakeups{0};
+    std::thread server([&] {
+      auto loop = EventLoop::create();
+      if (!loop.ok()) return;
+      std::unique_ptr<Connection> conn;
+      auto l = listen(**loop, "rdma://" + addr_ + ":0" + opts, [&](std::unique_ptr<Connection> c) {
+        conn = std::move(c);
+        conn->set_read_handler([&](Connection& c2) {
+          uint8_t buf[65536];
+          for (;;) {
+            auto n = c2.read(buf);
+            if (!n.ok() || *n == 0) break;
+            received += *n;
+          }
+        });
+      });
+      if (!l.ok()) return;
+      const std::string url = (*l)->url();
+      port = static_cast<uint16_t>(std::stoi(url.substr(url.rfind(':') + 1)));
+      while (!stop) {
+        (void)(*loop)->run_once(20);
+        if (conn) wakeups = conn->stats().wakeups;
+      }
+    });
+    while (port == 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    auto loop = EventLoop::create();
+    EXPECT_TRUE(loop.ok());
+    bool up = false;
+    auto c = connect(**loop, "rdma://" + addr_ + ":" + std::to_string(port.load()) + opts,
+                     [&](Connection&, Status s) { up = s.ok(); });
+    EXPECT_TRUE(c.ok());
+    EXPECT_TRUE(run_until(**loop, [&] { return up; }));
+    for (int i = 0; i < 50; ++i) (void)(*loop)->run_once(5);  // negotiation settles
+    const uint64_t before = wakeups;
+    std::vector<uint8_t> kib(1024, 0x42);
+    for (int b = 0; b < kBatches; ++b) {
+      for (int w = 0; w < kWritesPerBatch; ++w) {
+        EXPECT_TRUE((*c)->write(kib).ok());
+        std::this_thread::sleep_for(std::chrono::milliseconds(3));
+      }
+      (void)(*loop)->run_once(0);  // the batch ends: the before-sleep hook closes it
+      run_until(**loop, [&] { return received == size_t{1024} * kWritesPerBatch * (b + 1); }, 10000);
+    }
+    const size_t got = received;
+    const uint64_t woke = wakeups - before;
+    stop = true;
+    server.join();
+    return {woke, got};
+  };
+  const auto [solicited_wakeups, solicited_bytes] = run("2");
+  const auto [baseline_wakeups, baseline_bytes] = run("none");
+  const size_t total = size_t{1024} * kWritesPerBatch * kBatches;
+  EXPECT_EQ(solicited_bytes, total) << "a batch was never delivered: its end did not wake the receiver";
+  EXPECT_EQ(baseline_bytes, total);
+  EXPECT_LE(solicited_wakeups, uint64_t{2} * kBatches) << "baseline " << baseline_wakeups;
+  EXPECT_GT(baseline_wakeups, solicited_wakeups * 2) << "solicited " << solicited_wakeups;
+  std::printf("receiver wakeups for %d batches of %d WRs: solicited %llu, baseline %llu\n", kBatches,
+              kWritesPerBatch, static_cast<unsigned long long>(solicited_wakeups),
+              static_cast<unsigned long long>(baseline_wakeups));
+}
+
+}  // namespace
+}  // namespace conduit::transport
