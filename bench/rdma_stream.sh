@@ -18,8 +18,12 @@
 # prints Gb/sec with Gb = 10^9 bits; MB/s = Gb/sec * 10^9 / 8 / 2^20.  Its two directions
 # take turns, so its rate is that of one direction at a time, like conduit-bench stream.
 #
-# Each cell runs --reps times per tool, alternating which tool goes first; the table shows
-# medians, the ratio conduit/peer and PASS/MISS.  Exits non-zero only when runs failed (no
+# conduit-bench runs once per protocol mode (--modes): the Valkey baseline (features=none)
+# and each of Conduit's negotiated extensions -- ring (incremental credit returns, the
+# writer wraps around the peer's buffer), solicited (the receiver wakes once per batch) --
+# and both together (the default).  Each cell runs --reps times per tool and mode,
+# alternating whether conduit or the peer goes first; the table shows medians, the ratio
+# conduit/peer and PASS/MISS for every mode.  Exits non-zero only when runs failed (no
 # number), never for a missed target.
 #
 # Run on the host, it re-runs itself in the testbed (testbed/run); in the guest
@@ -30,6 +34,8 @@
 #   --seconds S     measuring time of each bandwidth run [CONDUIT_BENCH_SECONDS, 2]
 #   --lat-iters N   round trips per latency run [CONDUIT_BENCH_LAT_ITERS, 2000]
 #   --cells "C ..." subset of bw_64K bw_1M lat_64 tput_64K [CONDUIT_BENCH_CELLS, all]
+#   --modes "M ..." conduit protocol modes, from none (baseline), ring, solicited, both
+#                   [CONDUIT_BENCH_MODES, "none ring solicited both"]
 #   --url-options Q extra rdma:// options for conduit-bench, e.g. "flush_bytes=262144"
 #                   [CONDUIT_BENCH_URL_OPTIONS, none]
 #   --results DIR   raw output goes to DIR/rdma_stream-<date>/ [CONDUIT_BENCH_RESULTS,
@@ -53,6 +59,7 @@ seconds=${CONDUIT_BENCH_SECONDS:-2}
 lat_iters=${CONDUIT_BENCH_LAT_ITERS:-2000}
 cells=${CONDUIT_BENCH_CELLS:-"bw_64K bw_1M lat_64 tput_64K"}
 url_options=${CONDUIT_BENCH_URL_OPTIONS:-}
+modes=${CONDUIT_BENCH_MODES:-"none ring solicited both"}
 results_root=${CONDUIT_BENCH_RESULTS:-$REPO/bench/results}
 orig_args=("$@")
 
@@ -63,6 +70,7 @@ while [[ $# -gt 0 ]]; do
 	--lat-iters) lat_iters=${2:?--lat-iters needs a value}; shift 2 ;;
 	--cells) cells=${2:?--cells needs a value}; shift 2 ;;
 	--url-options) url_options=${2?--url-options needs a value}; shift 2 ;;
+	--modes) modes=${2:?--modes needs a value}; shift 2 ;;
 	--results) results_root=${2:?--results needs a value}; shift 2 ;;
 	-h | --help) usage; exit 0 ;;
 	*) usage >&2; die "unknown option $1" ;;
@@ -77,6 +85,13 @@ for c in $cells; do
 	*) die "unknown cell $c" ;;
 	esac
 done
+for m in $modes; do
+	case $m in
+	none | ring | solicited | both) ;;
+	*) die "unknown mode $m (none, ring, solicited, both)" ;;
+	esac
+done
+export CONDUIT_BENCH_MODES=$modes
 
 # --- on the host: go into the testbed ----------------------------------------------------
 if [[ -z ${CONDUIT_IN_TESTBED:-} ]]; then
@@ -100,12 +115,12 @@ out=$results_root/rdma_stream-$(date +%Y%m%d-%H%M%S)
 mkdir -p "$out/raw"
 samples=$out/samples.csv
 echo "cell,tool,rep,value" >"$samples"
-url="rdma://$addr:0${url_options:+?$url_options}"
+url="rdma://$addr:0?${url_options:+$url_options&}"
 {
 	echo "date: $(date -Is)  kernel: $(uname -r)  cpus: $(nproc)"
 	echo "conduit-bench: $bench  url: $url"
 	echo "perftest: $(dpkg-query -W -f '${Version}' perftest 2>/dev/null || echo unknown)  rdmacm-utils: $(dpkg-query -W -f '${Version}' rdmacm-utils 2>/dev/null || echo unknown)"
-	echo "reps $reps, bandwidth runs ${seconds} s, latency runs $lat_iters round trips"
+	echo "reps $reps, bandwidth runs ${seconds} s, latency runs $lat_iters round trips, modes: $modes"
 } >"$out/setup.txt"
 cat "$out/setup.txt"
 
@@ -123,8 +138,10 @@ wait_tcp_listen() { # port: perftest's TCP bootstrap socket, up to 20 s
 
 number_or_nan() { if [[ $1 =~ ^[0-9]+(\.[0-9]*)?$ && ! $1 =~ ^0*(\.0*)?$ ]]; then echo "$1"; else echo nan; fi; }
 
+features_of() { case $1 in none) echo none ;; ring) echo 1 ;; solicited) echo 2 ;; both) echo 3 ;; esac; }
+
 # conduit-bench in loopback mode (server and client threads in one process).
-run_conduit() { # cell file
+run_conduit() { # cell file mode
 	local test=stream size field args
 	case $1 in
 	bw_64K | tput_64K) size=65536 ;;
@@ -136,7 +153,7 @@ run_conduit() { # cell file
 	else
 		args=(-n "$lat_iters" -D 60)
 	fi
-	timeout -k 5 120 "$bench" stream --loopback "$url" -t "$test" -s "$size" "${args[@]}" -w 0.2 --timeout 20 \
+	timeout -k 5 120 "$bench" stream --loopback "${url}features=$(features_of "$3")" -t "$test" -s "$size" "${args[@]}" -w 0.2 --timeout 20 \
 		--json --no-progress >"$2" 2>"$2.err" || return 0
 	if [[ $test == stream ]]; then
 		number_or_nan "$(sed -n 's/.*"mb_per_s":\([0-9.]*\).*/\1/p' "$2")"
@@ -183,7 +200,7 @@ peer_of() { case $1 in bw_*) echo ib_write_bw ;; lat_*) echo ib_send_lat ;; tput
 run_one() { # cell tool rep
 	local f=$out/raw/$1-$2-$3.out v
 	case $2 in
-	conduit) v=$(run_conduit "$1" "$f") ;;
+	conduit-*) v=$(run_conduit "$1" "$f" "${2#conduit-}") ;;
 	rstream) v=$(run_rstream "$1" "$f") ;;
 	*) v=$(run_perftest "$1" "$f") ;;
 	esac
@@ -196,19 +213,15 @@ start=$SECONDS
 for cell in $cells; do
 	peer=$(peer_of "$cell")
 	for ((rep = 1; rep <= reps; rep++)); do
-		if ((rep % 2)); then
-			run_one "$cell" conduit "$rep"
-			run_one "$cell" "$peer" "$rep"
-		else
-			run_one "$cell" "$peer" "$rep"
-			run_one "$cell" conduit "$rep"
-		fi
+		if ((rep % 2 == 0)); then run_one "$cell" "$peer" "$rep"; fi
+		for m in $modes; do run_one "$cell" "conduit-$m" "$rep"; done
+		if ((rep % 2 == 1)); then run_one "$cell" "$peer" "$rep"; fi
 	done
 done
 elapsed=$((SECONDS - start))
 
 # Medians, ratios, targets (awk: python costs seconds under TCG).
-sort -t, -k1,1 -k2,2 "$samples" | awk -F, -v elapsed="$elapsed" -v out="$out" '
+sort -t, -k1,1 -k2,2 "$samples" | awk -F, -v elapsed="$elapsed" -v out="$out" -v modes="$modes" '
 	NR == 1 && $1 == "cell" { next }
 	$4 != "nan" { vals[$1 "," $2] = vals[$1 "," $2] " " $4 }
 	{ cells[$1] = 1 }
@@ -220,16 +233,17 @@ sort -t, -k1,1 -k2,2 "$samples" | awk -F, -v elapsed="$elapsed" -v out="$out" '
 	}
 	END {
 		order["bw_64K"] = 1; order["bw_1M"] = 2; order["lat_64"] = 3; order["tput_64K"] = 4
-		printf "\n| cell | conduit-bench | peer | peer value | ratio | target | |\n|---|---|---|---|---|---|---|\n"
-		for (k = 1; k <= 4; k++) for (c in cells) if (order[c] == k) {
+		nm = split(modes, mode, " ")
+		printf "\n| cell | mode | conduit-bench | peer | peer value | ratio | target | |\n|---|---|---|---|---|---|---|---|\n"
+		for (k = 1; k <= 4; k++) for (c in cells) if (order[c] == k) for (j = 1; j <= nm; j++) {
 			peer = c ~ /^bw/ ? "ib_write_bw" : c ~ /^lat/ ? "ib_send_lat" : "rstream"
 			unit = c ~ /^lat/ ? " us" : " MB/s"
-			m1 = median(vals[c ",conduit"]); m2 = median(vals[c "," peer])
+			m1 = median(vals[c ",conduit-" mode[j]]); m2 = median(vals[c "," peer])
 			ratio = (m1 == "nan" || m2 == "nan" || m2 == 0) ? "nan" : sprintf("%.2f", m1 / m2)
 			if (c ~ /^bw/) { tgt = ">= 0.90"; ok = ratio != "nan" && ratio >= 0.9 }
 			else if (c ~ /^lat/) { tgt = "<= 1.30"; ok = ratio != "nan" && ratio <= 1.3 }
 			else { tgt = ">= 1.00"; ok = ratio != "nan" && ratio >= 1.0 }
-			printf "| %s | %s%s | %s | %s%s | %s | %s | %s |\n", c, m1, unit, peer, m2, unit, ratio, tgt, ok ? "PASS" : "MISS"
+			printf "| %s | %s | %s%s | %s | %s%s | %s | %s | %s |\n", c, mode[j], m1, unit, peer, m2, unit, ratio, tgt, ok ? "PASS" : "MISS"
 		}
 		printf "\nelapsed %d s; raw output in %s\n", elapsed, out
 	}' | tee "$out/summary.md"

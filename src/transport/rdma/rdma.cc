@@ -55,12 +55,12 @@ struct RdmaOptions {
 Result<RdmaOptions> parse_options(const Endpoint& ep) {
   OptionReader r(ep);
   RdmaOptions o;
-  CONDUIT_ASSIGN_OR_RETURN(uint64_t rx, r.get_u64("rx_buffer", o.rx_buffer, kMinRxBuffer, kMaxRxBuffer));
+  CONDUIT_ASSIGN_OR_RETURN(uint64_t rx, r.get_bytes("rx_buffer", o.rx_buffer, kMinRxBuffer, kMaxRxBuffer));
   CONDUIT_ASSIGN_OR_RETURN(uint64_t sd, r.get_u64("send_depth", o.send_depth, 16, 16384));
   CONDUIT_ASSIGN_OR_RETURN(uint64_t rd, r.get_u64("recv_depth", o.recv_depth, 16, 16384));
-  CONDUIT_ASSIGN_OR_RETURN(uint64_t inl, r.get_u64("inline", o.inline_bytes, 0, 1024));
-  CONDUIT_ASSIGN_OR_RETURN(uint64_t fb, r.get_u64("flush_bytes", o.flush_bytes, 1, kMaxRxBuffer));
-  CONDUIT_ASSIGN_OR_RETURN(uint64_t cb, r.get_u64("credit_bytes", o.credit_bytes, 0, kMaxRxBuffer));
+  CONDUIT_ASSIGN_OR_RETURN(uint64_t inl, r.get_bytes("inline", o.inline_bytes, 0, 1024));
+  CONDUIT_ASSIGN_OR_RETURN(uint64_t fb, r.get_bytes("flush_bytes", o.flush_bytes, 1, kMaxRxBuffer));
+  CONDUIT_ASSIGN_OR_RETURN(uint64_t cb, r.get_bytes("credit_bytes", o.credit_bytes, 0, kMaxRxBuffer));
   CONDUIT_ASSIGN_OR_RETURN(o.keepalive_ms, r.get_u64("keepalive_ms", o.keepalive_ms, 0, 3'600'000));
   CONDUIT_ASSIGN_OR_RETURN(o.keepalive_timeout_ms,
                            r.get_u64("keepalive_timeout_ms", o.keepalive_timeout_ms, 0, 3'600'000));
@@ -299,6 +299,7 @@ class RdmaConnection final : public Connection, public reactor::FdHandler, publi
   ProducerCursor tx_{RingGeometry(1)};
   uint64_t tx_posted_ = 0;
   bool write_blocked_ = false;
+  bool error_told_writer_ = false;
   bool unsolicited_tail_ = false;  // the last data WR went out without IBV_SEND_SOLICITED
   bool credit_blocked_ = false;    // a Credit is due but no control slot was free
   bool armed_solicited_ = false;   // the CQ is armed for solicited completions only
@@ -836,6 +837,11 @@ void RdmaConnection::arm_keepalive() {
 
 void RdmaConnection::check_keepalive() {
   if (state_ != ConnState::kConnected || peer_closed_) return;
+  if (armed_solicited_) {
+    // Soft-RoCE raises no event for error completions on a CQ armed for solicited ones
+    // (real HCAs do): look now and then, so a dead peer is noticed all the same.
+    if (Status s = process_cq(); !s.ok()) return fail(s);
+  }
   if (options_.keepalive_ms != 0) {
     if (Status s = send_ctrl(CtrlMsg::keepalive()); !s.ok() && s.is_error()) return fail(s);
   }
@@ -1145,7 +1151,8 @@ Result<size_t> RdmaConnection::writev(std::span<const iovec> iov) {
     return error_;
   }
   size_t total = 0;
-  for (const iovec& v : iov) {
+  // Until the peer has advertised its buffer (right after ESTABLISHED) nothing can be written.
+  for (const iovec& v : tx_known_ ? iov : std::span<const iovec>()) {
     const auto* src = static_cast<const uint8_t*>(v.iov_base);
     size_t left = v.iov_len;
     while (left != 0 && tx_.free_space() != 0) {  // an empty iovec may carry a null base
@@ -1217,6 +1224,11 @@ void RdmaConnection::deliver() {
   }
   if (state_ == ConnState::kConnected && write_handler_ && writable()) {
     write_blocked_ = false;
+    Handler h = write_handler_;
+    h(*this);
+  } else if (state_ == ConnState::kError && write_handler_ && !error_told_writer_) {
+    // A writer waiting for space learns of the failure too (TCP: EPOLLERR wakes writers).
+    error_told_writer_ = true;
     Handler h = write_handler_;
     h(*this);
   }
