@@ -6,6 +6,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <vector>
 
@@ -146,7 +147,7 @@ class SrqPool final : public reactor::FdHandler {
   void detach(uint32_t qpn);
   // Polls the CQ and delivers in order; with `only`, delivers that QP's completions and
   // leaves the rest queued (the loop's hook delivers them).  Returns how many were polled.
-  int process(const uint32_t* only = nullptr);
+  int process(std::optional<uint32_t> only = std::nullopt);
   bool has_backlog() const { return !backlog_.empty(); }
   SrqStats stats() const {
     return SrqStats{depth_, posted_count_, static_cast<uint32_t>(qps_.size()), completions_, low_water_events_};
@@ -599,13 +600,13 @@ int SrqPool::poll_all() {
   }
 }
 
-int SrqPool::process(const uint32_t* only) {
+int SrqPool::process(std::optional<uint32_t> only) {
   const int polled = poll_all();
   // Pop before delivering: a handler may close its connection, whose detach() edits the queue.
   for (;;) {
-    auto it = only == nullptr ? backlog_.begin()
-                              : std::find_if(backlog_.begin(), backlog_.end(),
-                                             [q = *only](const Completion& wc) { return wc.qp_num == q; });
+    auto it = !only ? backlog_.begin()
+                    : std::find_if(backlog_.begin(), backlog_.end(),
+                                   [q = *only](const Completion& wc) { return wc.qp_num == q; });
     if (it == backlog_.end()) break;
     const Completion wc = *it;
     backlog_.erase(it);
@@ -1030,7 +1031,7 @@ void RdmaConnection::on_cm_event(CmEvent& ev) {
         // Completions that raced the disconnect (data the peer wrote last) are still in
         // the CQ: take them before announcing EOF.
         (void)process_cq();
-        if (srq_attached_) (void)srq_->process(&qpn_);
+        if (srq_attached_) (void)srq_->process(qpn_);
         ctx_->mark_pending(this);
       } else if (state_ == ConnState::kConnecting || state_ == ConnState::kAccepting) {
         fail(Status(Code::kClosed, "rdma: peer disconnected during setup"));
