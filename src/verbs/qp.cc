@@ -66,6 +66,20 @@ SharedReceiveQueue::~SharedReceiveQueue() {
     CONDUIT_LOG(kError) << "ibv_destroy_srq failed (a QP still uses it?): " << std::strerror(rc);
 }
 
+conduit::Status SharedReceiveQueue::arm_limit(uint32_t limit) {
+  ibv_srq_attr attr{};
+  attr.srq_limit = limit;
+  if (int rc = ibv_modify_srq(srq_, &attr, IBV_SRQ_LIMIT); rc != 0)
+    return conduit::Status::FromErrnoAuto(rc, "ibv_modify_srq(srq_limit=" + std::to_string(limit) + ")");
+  return {};
+}
+
+Result<uint32_t> SharedReceiveQueue::limit() const {
+  ibv_srq_attr attr{};
+  if (int rc = ibv_query_srq(srq_, &attr); rc != 0) return conduit::Status::FromErrnoAuto(rc, "ibv_query_srq");
+  return attr.srq_limit;
+}
+
 conduit::Status SharedReceiveQueue::post_recv_chain(ibv_recv_wr* head) {
   ibv_recv_wr* bad = nullptr;
   if (int rc = ibv_post_srq_recv(srq_, head, &bad); rc != 0) [[unlikely]]

@@ -53,6 +53,11 @@ std::string rdma_url(std::string* why) {
   const std::string a = rdma_address(why);
   return a.empty() ? "" : "rdma://" + a;
 }
+// The listener's connections take their receives from one shared receive queue.
+std::string rdma_srq_url(std::string* why) {
+  const std::string a = rdma_address(why);
+  return a.empty() ? "" : "rdma://" + a + "?srq=1";
+}
 
 // auto:// on loopback: with no RDMA device here it must fall back to TCP transparently.
 std::string auto_loopback_url(std::string*) { return "auto://127.0.0.1:0"; }
@@ -77,6 +82,7 @@ const std::vector<TransportCase>& transport_table() {
       // (over 30 s in the ASan build): longer than the 10 s default connect timeout, which
       // bounds one connection.
       {"rdma", "rdma", rdma_url, "connect_timeout_ms=60000", "rdma", true},
+      {"rdma_srq", "rdma", rdma_srq_url, "connect_timeout_ms=60000", "rdma", true},
       {"auto_rdma", "auto", auto_rdma_url, "", "rdma", true},
   };
   return table;

@@ -10,6 +10,7 @@
 #include "conduit/base/clock.h"
 #include "conduit/transport/connection.h"
 #include "rdma/protocol.h"
+#include "rdma/rdma.h"
 #include "rdma_env.h"
 
 namespace conduit::transport {
@@ -123,7 +124,7 @@ class HostilePeer : public ::testing::Test {
     auto l = EventLoop::create();
     ASSERT_TRUE(l.ok());
     loop_ = std::move(*l);
-    auto lst = listen(*loop_, "rdma://" + addr_ + ":0?keepalive_ms=200&keepalive_timeout_ms=1000",
+    auto lst = listen(*loop_, "rdma://" + addr_ + ":0?keepalive_ms=200&keepalive_timeout_ms=1000" + listen_options(),
                       [this](std::unique_ptr<Connection> c) { accepted_.push_back(std::move(c)); });
     ASSERT_TRUE(lst.ok()) << lst.status().to_string();
     listener_ = std::move(*lst);
@@ -137,6 +138,8 @@ class HostilePeer : public ::testing::Test {
     good_ = std::move(*c);
     ASSERT_TRUE(run_until([&] { return accepted_.size() == 1 && good_status_.ok(); }));
   }
+
+  virtual std::string listen_options() const { return ""; }
 
   template <typename Pred>
   bool run_until(Pred pred, int timeout_ms = 15000) {
@@ -264,6 +267,85 @@ TEST_F(HostilePeer, RingWriteBeyondTheCredits) {
     CONDUIT_RETURN_IF_ERROR(p.write_imm(64, p.server_xfer.length));
     return p.write_imm(64, 1);
   }, "ring write beyond the credits");
+}
+
+// The same attacks on a listener whose connections share an SRQ: the hostile connection is
+// closed, the good one carries on, and the hostile connection's slots all come back.
+class HostilePeerSrq : public HostilePeer {
+ protected:
+  std::string listen_options() const override { return "&srq=1&srq_depth=64"; }
+  void expect_slots_back() {
+    accepted_.resize(1);  // destroys the failed connection
+    EXPECT_TRUE(run_until([&] {
+      auto st = rdma::srq_stats(*loop_);
+      return st.size() == 1 && st[0].posted == st[0].depth && st[0].attached == 1;
+    })) << "SRQ slots were lost";
+  }
+};
+
+TEST_F(HostilePeerSrq, UnknownOpcode) {
+  expect_protocol_error([](RawPeer& p) {
+    uint8_t b[kCtrlSize] = {};
+    b[0] = 0x77;
+    b[1] = 0x77;
+    return p.send_bytes(b, kCtrlSize);
+  }, "unknown opcode");
+  expect_slots_back();
+}
+
+TEST_F(HostilePeerSrq, ShortControlMessage) {
+  expect_protocol_error([](RawPeer& p) {
+    uint8_t b[kCtrlSize] = {};
+    b[1] = 2;
+    return p.send_bytes(b, 16);
+  }, "short control message");
+  expect_slots_back();
+}
+
+TEST_F(HostilePeerSrq, ImmLargerThanTheGrantedSpace) {
+  expect_protocol_error([](RawPeer& p) { return p.write_imm(64, p.server_xfer.length + 1); },
+                        "imm beyond the buffer");
+  expect_slots_back();
+}
+
+// A flood of zero-length WRITE_WITH_IMMs (each takes a receive) far beyond the SRQ's depth:
+// without a shared receive CQ sized to the SRQ, a per-connection CQ would overflow here.
+TEST_F(HostilePeerSrq, FloodOfImmediatesIsAbsorbed) {
+  constexpr int kWrites = 640;  // 10 x the SRQ's depth
+  std::atomic<bool> done{false}, checked{false};
+  Status st;
+  std::thread t([&] {
+    RawPeer peer;
+    st = peer.connect(addr_, port_);
+    int outstanding = 0;
+    for (int i = 0; st.ok() && i < kWrites; ++i) {
+      st = peer.write_imm(0, 0);
+      ++outstanding;
+      // Keep our send queue (32) from overrunning; re-post receives our keepalives take.
+      const uint64_t deadline = monotonic_ns() + 20000 * kMs;
+      while (st.ok() && (outstanding >= 16 || (i == kWrites - 1 && outstanding > 0))) {
+        if (monotonic_ns() > deadline) st = Status(Code::kTimedOut, "flood stalled");
+        Completion wc[16];
+        auto n = peer.cq->poll(wc);
+        if (!n.ok()) st = n.status();
+        for (int k = 0; st.ok() && k < *n; ++k) {
+          if (!wc[k].ok()) st = wc[k].as_status();
+          else if (wc[k].opcode == IBV_WC_RECV) st = peer.post_recv(static_cast<uint32_t>(wc[k].wr_id));
+          else --outstanding;
+        }
+      }
+    }
+    done = true;
+    while (!checked) std::this_thread::sleep_for(std::chrono::milliseconds(5));  // keep the QP up meanwhile
+  });
+  ASSERT_TRUE(run_until([&] { return done.load(); }, 120000));
+  EXPECT_TRUE(st.ok()) << st.to_string();
+  ASSERT_EQ(accepted_.size(), 2u);
+  EXPECT_TRUE(run_until([&] { return rdma::srq_stats(*loop_)[0].completions >= size_t{kWrites}; }));
+  EXPECT_EQ(accepted_[1]->state(), ConnState::kConnected) << accepted_[1]->error().to_string();
+  checked = true;
+  t.join();
+  expect_slots_back();
 }
 
 }  // namespace

@@ -76,6 +76,13 @@ class SharedReceiveQueue {
   conduit::Status post_recv(RecvWr& wr) { return post_recv_chain(wr.native()); }
   conduit::Status post_recv(RecvChain& chain) { return post_recv_chain(chain.head()); }
 
+  // Low-water mark (ibv_modify_srq IBV_SRQ_LIMIT): arms one IBV_EVENT_SRQ_LIMIT_REACHED
+  // for when fewer than `limit` WRs remain posted; the device then disarms it (limit 0).
+  // Setup/slow path: a system call on most providers.
+  conduit::Status arm_limit(uint32_t limit);
+  // The armed limit (ibv_query_srq): 0 once the low-water event has fired (or never armed).
+  Result<uint32_t> limit() const;
+
  private:
   SharedReceiveQueue(std::shared_ptr<ProtectionDomain> pd, ibv_srq* srq, uint32_t max_wr)
       : pd_(std::move(pd)), srq_(srq), max_wr_(max_wr) {}

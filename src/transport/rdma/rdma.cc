@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <deque>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <vector>
 
@@ -50,6 +52,8 @@ struct RdmaOptions {
   uint64_t busy_poll_us = 0;
   uint64_t features = kFeatureKnownMask;
   std::string device;
+  bool srq = false;          // receives from the loop's shared receive queue (SrqPool)
+  uint32_t srq_depth = 4096;
 };
 
 Result<RdmaOptions> parse_options(const Endpoint& ep) {
@@ -71,7 +75,10 @@ Result<RdmaOptions> parse_options(const Endpoint& ep) {
   CONDUIT_ASSIGN_OR_RETURN(o.busy_poll_us, r.get_u64("busy_poll_us", o.busy_poll_us, 0, 1'000'000));
   CONDUIT_ASSIGN_OR_RETURN(std::string features, r.get_string("features", "all"));
   CONDUIT_ASSIGN_OR_RETURN(o.device, r.get_string("device", ""));
+  CONDUIT_ASSIGN_OR_RETURN(o.srq, r.get_bool("srq", o.srq));
+  CONDUIT_ASSIGN_OR_RETURN(uint64_t srq_depth, r.get_u64("srq_depth", o.srq_depth, 16, 16384));
   CONDUIT_RETURN_IF_ERROR(r.finish());
+  o.srq_depth = static_cast<uint32_t>(srq_depth);
   if (features == "all") {
     o.features = kFeatureKnownMask;
   } else if (features == "none") {
@@ -102,6 +109,89 @@ class CmSink {
 class RdmaConnection;
 class Closer;
 
+// srq=1: one shared receive queue per (event loop, PD, srq_depth) instead of recv_depth
+// receives per connection.  It owns the SRQ, one registered buffer of srq_depth 32-byte
+// slots (slot i is always wr_id kWrRecv|i) and a receive CQ that every attached QP uses as
+// its recv_cq; send completions stay on each connection's own CQ.
+//
+// Why a shared receive CQ rather than each connection's own: with an SRQ nothing bounds how
+// many receives one QP consumes before we poll (a peer can send zero-length WRITE_WITH_IMMs
+// as fast as it likes), so a per-connection CQ would have to hold srq_depth entries or it
+// could overflow, and an overflowed CQ loses the completions that say which slots were
+// taken -- slots gone for every connection.  Here every CQE matches one WQE taken from the
+// SRQ, so srq_depth entries can never overflow.
+//
+// Slot rules (each slot is posted, or held by us, never both; posted_[] says which):
+// - a completion, successful or flushed, hands its slot to us; we deliver it to the QP's
+//   connection (which decodes the message in place) and then re-post it, exactly once;
+// - on QP error, receives still in the SRQ stay there: they are not flushed per QP the way
+//   a private receive queue is (ibv_create_srq(3); rxe's check_resource() flushes only a
+//   WQE the QP had already taken, e.g. mid multi-packet SEND, and returns);
+// - completions of a QP handed to a Closer, or of one already destroyed, are not delivered:
+//   their slots are re-posted.  QP numbers are reused, so detach() takes a destroyed QP's
+//   completions out of the CQ before forgetting its number.
+// The one window left: a WQE a QP took mid multi-packet SEND (only a hostile peer sends one
+// to a 32-byte receive) and never flushed because the QP was destroyed first is lost.
+//
+// Exhaustion only stalls senders (RNR retry 7 = forever) until we re-post.  The SRQ limit is
+// armed at srq_depth/8; it is checked (ibv_query_srq: 0 once fired) every srq_depth/4
+// completions and logged as a warning -- no async-event fd is read.
+class SrqPool final : public reactor::FdHandler {
+ public:
+  static Result<std::shared_ptr<SrqPool>> create(std::shared_ptr<ProtectionDomain> pd, uint32_t depth,
+                                                 std::function<void()> wake);
+  SrqPool(const SrqPool&) = delete;
+  SrqPool& operator=(const SrqPool&) = delete;
+
+  int fd() const { return channel_->fd(); }
+  const std::shared_ptr<SharedReceiveQueue>& srq() const { return srq_; }
+  const std::shared_ptr<CompletionQueue>& cq() const { return cq_; }
+  const uint8_t* slot_data(uint32_t slot) const { return buf_->data() + static_cast<size_t>(slot) * kCtrlSize; }
+
+  // Completions of `qpn` go to `c` from now on.
+  void attach(uint32_t qpn, RdmaConnection* c) { qps_[qpn] = c; }
+  // Its QP now belongs to a Closer: completions are re-posted, not delivered.
+  void orphan(uint32_t qpn) { qps_[qpn] = nullptr; }
+  // After the QP is destroyed: reclaims its completions still queued and forgets it.
+  void detach(uint32_t qpn);
+  // Polls the CQ and delivers in order; with `only`, delivers that QP's completions and
+  // leaves the rest queued (the loop's hook delivers them).  Returns how many were polled.
+  int process(std::optional<uint32_t> only = std::nullopt);
+  bool has_backlog() const { return !backlog_.empty(); }
+  SrqStats stats() const {
+    return SrqStats{depth_, posted_count_, static_cast<uint32_t>(qps_.size()), completions_, low_water_events_};
+  }
+
+  void on_events(uint32_t) override;
+
+ private:
+  SrqPool(uint32_t depth, std::function<void()> wake) : depth_(depth), wake_(std::move(wake)) {}
+  Status post(uint32_t slot);
+  void give_back(uint32_t slot);
+  int poll_all();
+  void check_low_water();
+
+  uint32_t depth_;
+  std::function<void()> wake_;  // asks the loop to run its hook (queued completions remain)
+  // Verbs objects in creation order; QPs hold the SRQ and CQ themselves, so these outlive
+  // every QP attached to them (QPs before SRQ, SRQ and MR before PD).
+  std::shared_ptr<ProtectionDomain> pd_;
+  std::shared_ptr<CompletionChannel> channel_;
+  std::shared_ptr<CompletionQueue> cq_;
+  std::shared_ptr<SharedReceiveQueue> srq_;
+  std::unique_ptr<RegisteredBuffer> buf_;
+  std::vector<uint8_t> posted_;  // per slot: 1 = in the SRQ
+  uint32_t posted_count_ = 0;
+  std::map<uint32_t, RdmaConnection*> qps_;  // qp_num -> connection; nullptr = orphaned
+  std::deque<Completion> backlog_;           // polled, not yet delivered (slots held)
+  uint32_t low_water_ = 0;                   // armed limit; 0 = the device can't arm one
+  uint32_t since_check_ = 0;
+  uint64_t completions_ = 0;
+  uint64_t low_water_events_ = 0;
+  uint64_t last_warn_ns_ = 0;
+  Completion wcs_[32];
+};
+
 // Per event loop: one rdma_cm event channel (in epoll), one PD per device, the set of
 // connections with deferred work (data to post, data to deliver, writability to announce),
 // serviced in a before-sleep hook, and the graceful closes still in progress (Closer).
@@ -120,6 +210,10 @@ class LoopContext final : public reactor::FdHandler {
   EventLoop& loop() { return loop_; }
   const std::shared_ptr<EventChannel>& channel() const { return channel_; }
   Result<std::shared_ptr<ProtectionDomain>> pd_for(CmId& id);
+  // The shared receive queue for srq=1 connections on `pd` (created on first use, kept
+  // until the context goes).
+  Result<std::shared_ptr<SrqPool>> srq_for(const std::shared_ptr<ProtectionDomain>& pd, uint32_t depth);
+  static std::vector<SrqStats> srq_stats(EventLoop& loop);
   void mark_pending(RdmaConnection* c) { pending_.insert(c); }
   void forget(RdmaConnection* c) { pending_.erase(c); }
 
@@ -134,12 +228,14 @@ class LoopContext final : public reactor::FdHandler {
   EventLoop& loop_;
   std::shared_ptr<EventChannel> channel_;
   std::map<ibv_context*, std::shared_ptr<ProtectionDomain>> pds_;
+  std::map<std::pair<ProtectionDomain*, uint32_t>, std::shared_ptr<SrqPool>> srqs_;
   std::set<RdmaConnection*> pending_;
   std::map<Closer*, std::unique_ptr<Closer>> closers_;
   std::vector<std::unique_ptr<Closer>> retired_;
   EventLoop::HookId hook_ = 0;
   EventLoop::HookId teardown_ = 0;
   bool loop_gone_ = false;
+  bool tearing_down_ = false;
   int refs_ = 0;
 
   static std::mutex mu_;
@@ -205,6 +301,9 @@ class RdmaConnection final : public Connection, public reactor::FdHandler, publi
   // Called by the loop context's before-sleep hook.  Returns true if work remains.
   bool run_deferred();
 
+  // SrqPool: a receive completion of this connection's QP (slot re-posted by the pool).
+  void on_srq_completion(const Completion& wc);
+
   // For the listener: fires once when the accepted connection is established (or failed).
   std::function<void(RdmaConnection*, Status)> on_established_;
   uint64_t negotiated_features() const { return features_; }
@@ -239,7 +338,13 @@ class RdmaConnection final : public Connection, public reactor::FdHandler, publi
   bool linger();
 
   Status setup_resources();
+  // Receive slots in ctrl_ (0 with an SRQ: ctrl_ then holds only send slots).
+  uint32_t ctrl_recv_slots() const { return srq_ ? 0 : options_.recv_depth; }
+  const uint8_t* recv_slot_data(uint32_t slot) const {
+    return srq_ ? srq_->slot_data(slot) : ctrl_->data() + static_cast<size_t>(slot) * kCtrlSize;
+  }
   Status post_recv_slot(uint32_t slot);
+  void detach_srq();
   Status send_ctrl(const CtrlMsg& m);
   Status post_data(Extent e, bool solicit);
   Status flush(bool batch_end);
@@ -273,13 +378,16 @@ class RdmaConnection final : public Connection, public reactor::FdHandler, publi
   // Verbs objects, declared in creation order so destruction runs in reverse: the id (and
   // its QP) goes first, then MRs, then the CQ and channel, then the PD.
   std::shared_ptr<ProtectionDomain> pd_;
+  std::shared_ptr<SrqPool> srq_;             // srq=1: receives come from here
   std::shared_ptr<CompletionChannel> channel_;
   std::shared_ptr<CompletionQueue> cq_;
-  std::unique_ptr<RegisteredBuffer> ctrl_;   // recv slots, then send slots
+  std::unique_ptr<RegisteredBuffer> ctrl_;    // recv slots (none with srq_), then send slots
   std::unique_ptr<RegisteredBuffer> rx_buf_;
   std::unique_ptr<RegisteredBuffer> tx_buf_;  // staging, mirrors the peer's RX buffer
   std::unique_ptr<CmId> id_;
   bool channel_watched_ = false;
+  bool srq_attached_ = false;
+  uint32_t qpn_ = 0;
 
   std::unique_ptr<SignalTracker> tracker_;
   std::vector<uint32_t> free_ctrl_slots_;
@@ -329,16 +437,20 @@ class RdmaConnection final : public Connection, public reactor::FdHandler, publi
 // disconnects once it arrives: then every accepted byte is in the peer's memory and its
 // receive completion is in the peer's CQ ahead of the DISCONNECTED event.  A peer
 // disconnect, an error completion or linger_ms end it early; the loop's teardown ends it
-// at the latest.  Receives are not re-posted: nothing more is read.
+// at the latest.  Receives are not re-posted: nothing more is read.  (With an SRQ the
+// QP's receives are the pool's: its completions are re-posted there, not delivered, and the
+// Closer detaches the QP from the pool once the QP is destroyed.)
 class Closer final : public reactor::FdHandler, public CmSink {
  public:
   struct Wire {  // in creation order, so the defaulted destructor runs in reverse
     std::shared_ptr<ProtectionDomain> pd;
+    std::shared_ptr<SrqPool> srq;  // may be null
     std::shared_ptr<CompletionChannel> channel;
     std::shared_ptr<CompletionQueue> cq;
     std::unique_ptr<RegisteredBuffer> ctrl, rx, tx;
     std::unique_ptr<CmId> id;
     std::unique_ptr<SignalTracker> tracker;
+    uint32_t qpn = 0;  // id's QP number (SrqPool key)
   };
   struct Tx {  // the unposted tail [posted, head) of the peer's buffer
     uint64_t addr = 0;
@@ -352,6 +464,10 @@ class Closer final : public reactor::FdHandler, public CmSink {
       : ctx_(ctx), w_(std::move(w)), tx_(tx), peer_(std::move(peer)) {}
   ~Closer() override {
     if (w_.id) w_.id->set_user_data(nullptr);
+    if (w_.srq) {
+      w_.id.reset();  // QP first: after that no completion of it can be added to the pool's CQ
+      w_.srq->detach(w_.qpn);
+    }
   }
 
   // Takes over the completion channel and the CM events; false if it is already done.
@@ -465,6 +581,133 @@ class Closer final : public reactor::FdHandler, public CmSink {
 };
 
 // ---------------------------------------------------------------------------------------
+// SrqPool
+
+Result<std::shared_ptr<SrqPool>> SrqPool::create(std::shared_ptr<ProtectionDomain> pd, uint32_t depth,
+                                                 std::function<void()> wake) {
+  std::shared_ptr<SrqPool> p(new SrqPool(depth, std::move(wake)));
+  std::shared_ptr<Context> dev = pd->context();
+  p->pd_ = std::move(pd);
+  CONDUIT_ASSIGN_OR_RETURN(p->channel_, CompletionChannel::create(dev));
+  // One CQE per WQE taken from the SRQ, and a slot is re-posted only after its CQE was
+  // polled: depth entries can never overflow.
+  CONDUIT_ASSIGN_OR_RETURN(p->cq_, CompletionQueue::create(dev, static_cast<int>(depth) + 16, p->channel_));
+  auto srq = SharedReceiveQueue::create(p->pd_, depth);
+  if (!srq.ok()) return srq.status().annotate("rdma option srq_depth=" + std::to_string(depth));
+  p->srq_ = std::move(*srq);
+  CONDUIT_ASSIGN_OR_RETURN(auto buf, RegisteredBuffer::create(p->pd_, static_cast<size_t>(depth) * kCtrlSize, kLocalOnly));
+  p->buf_ = std::make_unique<RegisteredBuffer>(std::move(buf));
+  p->posted_.assign(depth, 0);
+  for (uint32_t i = 0; i < depth; ++i) CONDUIT_RETURN_IF_ERROR(p->post(i));
+  p->low_water_ = std::max(1u, depth / 8);
+  if (Status s = p->srq_->arm_limit(p->low_water_); !s.ok()) {
+    CONDUIT_LOG(kDebug) << "rdma: SRQ low-water mark not armed: " << s.to_string();
+    p->low_water_ = 0;
+  }
+  CONDUIT_RETURN_IF_ERROR(p->cq_->arm());
+  return p;
+}
+
+Status SrqPool::post(uint32_t slot) {
+  ibv_sge sge = buf_->sge(static_cast<size_t>(slot) * kCtrlSize, kCtrlSize);
+  RecvWr wr = RecvWr::make(&sge, 1, make_wr_id(kWrRecv, slot));
+  CONDUIT_RETURN_IF_ERROR(srq_->post_recv(wr));
+  posted_[slot] = 1;
+  ++posted_count_;
+  return {};
+}
+
+void SrqPool::give_back(uint32_t slot) {
+  if (posted_[slot]) {  // only polled slots reach here, each once: a bug, never the peer
+    CONDUIT_LOG(kError) << "rdma: SRQ slot " << slot << " re-posted twice";
+    return;
+  }
+  if (Status s = post(slot); !s.ok()) CONDUIT_LOG(kError) << "rdma: SRQ slot " << slot << " lost: " << s.to_string();
+}
+
+int SrqPool::poll_all() {
+  int total = 0;
+  for (;;) {
+    auto n = cq_->poll(wcs_);
+    if (!n.ok()) {
+      CONDUIT_LOG(kError) << "rdma: polling the SRQ's CQ: " << n.status().to_string();
+      return total;
+    }
+    for (int i = 0; i < *n; ++i) {
+      const uint32_t slot = wr_index(wcs_[i].wr_id);
+      if (wr_kind(wcs_[i].wr_id) != kWrRecv || slot >= depth_ || !posted_[slot]) {
+        CONDUIT_LOG(kError) << "rdma: SRQ completion with wr_id " << wcs_[i].wr_id << " that is not outstanding";
+        continue;
+      }
+      posted_[slot] = 0;
+      --posted_count_;
+      backlog_.push_back(wcs_[i]);
+    }
+    total += *n;
+    if (*n < static_cast<int>(std::size(wcs_))) return total;
+  }
+}
+
+int SrqPool::process(std::optional<uint32_t> only) {
+  const int polled = poll_all();
+  // Pop before delivering: a handler may close its connection, whose detach() edits the queue.
+  for (;;) {
+    auto it = !only ? backlog_.begin()
+                    : std::find_if(backlog_.begin(), backlog_.end(),
+                                   [q = *only](const Completion& wc) { return wc.qp_num == q; });
+    if (it == backlog_.end()) break;
+    const Completion wc = *it;
+    backlog_.erase(it);
+    ++completions_;
+    auto c = qps_.find(wc.qp_num);
+    if (c != qps_.end() && c->second != nullptr) c->second->on_srq_completion(wc);
+    give_back(wr_index(wc.wr_id));
+    if (++since_check_ >= std::max(1u, depth_ / 4)) check_low_water();
+  }
+  return polled;
+}
+
+void SrqPool::detach(uint32_t qpn) {
+  (void)poll_all();
+  for (auto it = backlog_.begin(); it != backlog_.end();) {
+    if (it->qp_num != qpn) {
+      ++it;
+      continue;
+    }
+    const uint32_t slot = wr_index(it->wr_id);
+    it = backlog_.erase(it);
+    give_back(slot);
+  }
+  qps_.erase(qpn);
+  if (!backlog_.empty() && wake_) wake_();  // others' completions, polled here, still to deliver
+}
+
+void SrqPool::check_low_water() {
+  since_check_ = 0;
+  if (low_water_ == 0) return;
+  auto limit = srq_->limit();
+  if (!limit.ok() || *limit != 0) return;
+  ++low_water_events_;
+  // A warning at most every 10 s; an overloaded loop would otherwise log at every check.
+  const uint64_t now = monotonic_ns();
+  const bool warn = last_warn_ns_ == 0 || now - last_warn_ns_ > 10'000 * kMs;
+  if (warn) last_warn_ns_ = now;
+  const char* what = " posted receives (senders stall on RNR until the loop catches up; consider a larger srq_depth)";
+  if (warn)
+    CONDUIT_LOG(kWarn) << "rdma: shared receive queue fell below " << low_water_ << " of " << depth_ << what;
+  else
+    CONDUIT_LOG(kDebug) << "rdma: shared receive queue fell below " << low_water_ << " of " << depth_ << what;
+  if (Status s = srq_->arm_limit(low_water_); !s.ok()) low_water_ = 0;
+}
+
+void SrqPool::on_events(uint32_t) {
+  auto events = cq_->consume_events();
+  Status s = events.ok() ? cq_->arm() : events.status();
+  if (!s.ok()) CONDUIT_LOG(kError) << "rdma: SRQ completion channel: " << s.to_string();
+  (void)process();
+}
+
+// ---------------------------------------------------------------------------------------
 // LoopContext
 
 Result<LoopContext*> LoopContext::acquire(EventLoop& loop) {
@@ -494,6 +737,7 @@ void LoopContext::release() {
 void LoopContext::destroy_locked() {
   if (!loop_gone_) {
     contexts_.erase(&loop_);
+    for (auto& [key, pool] : srqs_) (void)loop_.remove(pool->fd());
     (void)loop_.remove(channel_->fd());
     loop_.remove_before_sleep(hook_);
     loop_.remove_teardown(teardown_);
@@ -515,6 +759,7 @@ void LoopContext::retire(Closer* c) {
 }
 
 void LoopContext::on_loop_teardown() {
+  tearing_down_ = true;
   // Graceful closes still waiting are abandoned: the loop that would finish them is going.
   for (auto& [raw, c] : closers_) c->abandon();
   closers_.clear();
@@ -524,6 +769,7 @@ void LoopContext::on_loop_teardown() {
   // Connections or listeners outlived their loop (a caller bug): never touch the loop again.
   CONDUIT_LOG(kWarn) << "rdma: event loop destroyed while " << refs_ << " RDMA connection(s)/listener(s) still use it";
   contexts_.erase(&loop_);
+  for (auto& [key, pool] : srqs_) (void)loop_.remove(pool->fd());
   loop_gone_ = true;
 }
 
@@ -535,6 +781,27 @@ Result<std::shared_ptr<ProtectionDomain>> LoopContext::pd_for(CmId& id) {
   CONDUIT_ASSIGN_OR_RETURN(auto pd, ProtectionDomain::create(dev));
   pds_.emplace(dev->native_handle(), pd);
   return pd;
+}
+
+Result<std::shared_ptr<SrqPool>> LoopContext::srq_for(const std::shared_ptr<ProtectionDomain>& pd, uint32_t depth) {
+  const auto key = std::make_pair(pd.get(), depth);
+  auto it = srqs_.find(key);
+  if (it != srqs_.end()) return it->second;
+  CONDUIT_ASSIGN_OR_RETURN(auto pool, SrqPool::create(pd, depth, [this] {
+                             if (!loop_gone_ && !tearing_down_) loop_.wake();
+                           }));
+  CONDUIT_RETURN_IF_ERROR(loop_.add(pool->fd(), reactor::kReadable, pool.get()));
+  srqs_.emplace(key, pool);
+  return pool;
+}
+
+std::vector<SrqStats> LoopContext::srq_stats(EventLoop& loop) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<SrqStats> out;
+  auto it = contexts_.find(&loop);
+  if (it == contexts_.end()) return out;
+  for (auto& [key, pool] : it->second->srqs_) out.push_back(pool->stats());
+  return out;
 }
 
 void LoopContext::on_events(uint32_t) {
@@ -566,6 +833,9 @@ bool LoopContext::run_pending() {
       return false;
     }
   }
+  // Receive completions left queued by SrqPool::detach() or a per-QP drain.
+  for (auto& [key, pool] : srqs_)
+    if (pool->has_backlog()) (void)pool->process();
   if (pending_.empty()) return false;
   // Connections may close (and leave the set) from inside their handlers: work on a copy
   // and re-check membership before each call.
@@ -624,9 +894,13 @@ Status RdmaConnection::setup_resources() {
                                             ", not the requested " + options_.device);
   }
   CONDUIT_ASSIGN_OR_RETURN(pd_, ctx_->pd_for(*id_));
+  if (options_.srq) {
+    CONDUIT_ASSIGN_OR_RETURN(srq_, ctx_->srq_for(pd_, options_.srq_depth));
+  }
   std::shared_ptr<Context> dev = pd_->context();
   CONDUIT_ASSIGN_OR_RETURN(channel_, CompletionChannel::create(dev));
-  const int cqe = static_cast<int>(options_.send_depth + options_.recv_depth) + 16;
+  // With an SRQ, receive completions go to the pool's CQ: this one carries sends only.
+  const int cqe = static_cast<int>(options_.send_depth + ctrl_recv_slots()) + 16;
   CONDUIT_ASSIGN_OR_RETURN(cq_, CompletionQueue::create(dev, cqe, channel_));
   QpOptions qo;
   qo.max_send_wr = options_.send_depth;
@@ -634,19 +908,25 @@ Status RdmaConnection::setup_resources() {
   qo.max_send_sge = 1;
   qo.max_recv_sge = 1;
   qo.max_inline_data = options_.inline_bytes;
-  CONDUIT_ASSIGN_OR_RETURN(QueuePair * qp, id_->create_qp(pd_, cq_, cq_, qo));
+  CONDUIT_ASSIGN_OR_RETURN(QueuePair * qp, id_->create_qp(pd_, cq_, srq_ ? srq_->cq() : cq_, qo,
+                                                          srq_ ? srq_->srq() : nullptr));
+  if (srq_) {
+    qpn_ = qp->qp_num();
+    srq_->attach(qpn_, this);
+    srq_attached_ = true;
+  }
   // Never trust the provider to refuse overruns (rxe keeps spare slots): the tracker
   // enforces the depth it granted, signalling at least every quarter of it.
   const uint32_t depth = std::min(options_.send_depth, qp->options().max_send_wr);
   tracker_ = std::make_unique<SignalTracker>(depth, std::max(1u, depth / 4));
 
-  const size_t ctrl_bytes = static_cast<size_t>(options_.recv_depth + kCtrlSendSlots) * kCtrlSize;
+  const size_t ctrl_bytes = static_cast<size_t>(ctrl_recv_slots() + kCtrlSendSlots) * kCtrlSize;
   CONDUIT_ASSIGN_OR_RETURN(auto ctrl, RegisteredBuffer::create(pd_, ctrl_bytes, kLocalOnly));
   ctrl_ = std::make_unique<RegisteredBuffer>(std::move(ctrl));
   CONDUIT_ASSIGN_OR_RETURN(auto rx, RegisteredBuffer::create(pd_, options_.rx_buffer,
                                                              Access::kLocalWrite | Access::kRemoteWrite));
   rx_buf_ = std::make_unique<RegisteredBuffer>(std::move(rx));
-  for (uint32_t i = 0; i < options_.recv_depth; ++i) CONDUIT_RETURN_IF_ERROR(post_recv_slot(i));
+  for (uint32_t i = 0; i < ctrl_recv_slots(); ++i) CONDUIT_RETURN_IF_ERROR(post_recv_slot(i));
   for (uint32_t i = 0; i < kCtrlSendSlots; ++i) free_ctrl_slots_.push_back(kCtrlSendSlots - 1 - i);
   CONDUIT_RETURN_IF_ERROR(arm_cq());
   CONDUIT_RETURN_IF_ERROR(ctx_->loop().add(channel_->fd(), reactor::kReadable, this));
@@ -667,14 +947,30 @@ void RdmaConnection::release_resources() {
   if (channel_watched_) (void)ctx_->loop().remove(channel_->fd());
   channel_watched_ = false;
   if (id_) id_->set_user_data(nullptr);
-  // Order matters: id (QP) before MRs, CQ and channel.
+  // Order matters: id (QP) before MRs, CQ and channel (and before the SRQ, which the QP
+  // keeps alive itself).
   id_.reset();
+  detach_srq();
   tx_buf_.reset();
   rx_buf_.reset();
   ctrl_.reset();
   cq_.reset();
   channel_.reset();
+  srq_.reset();
   pd_.reset();
+}
+
+// The QP is gone: the pool takes back the slots of its completions still queued.
+void RdmaConnection::detach_srq() {
+  if (!srq_attached_) return;
+  srq_attached_ = false;
+  srq_->detach(qpn_);
+}
+
+void RdmaConnection::on_srq_completion(const Completion& wc) {
+  if (Status s = handle_completion(wc); !s.ok()) return fail(s);
+  if (options_.busy_poll_us != 0 && state_ == ConnState::kConnected) busy_since_ns_ = monotonic_ns();
+  ctx_->mark_pending(this);  // the hook flushes and runs the handlers, as on_events would
 }
 
 bool RdmaConnection::linger() {
@@ -685,8 +981,10 @@ bool RdmaConnection::linger() {
   keepalive_timer_ = connect_timer_ = 0;
   if (channel_watched_) (void)ctx_->loop().remove(channel_->fd());
   channel_watched_ = false;
-  Closer::Wire w{std::move(pd_),  std::move(channel_), std::move(cq_),      std::move(ctrl_),
-                 std::move(rx_buf_), std::move(tx_buf_), std::move(id_), std::move(tracker_)};
+  if (srq_attached_) srq_->orphan(qpn_);  // receives stay the pool's; the Closer reads none
+  srq_attached_ = false;
+  Closer::Wire w{std::move(pd_),     std::move(srq_),    std::move(channel_), std::move(cq_),      std::move(ctrl_),
+                 std::move(rx_buf_), std::move(tx_buf_), std::move(id_),      std::move(tracker_), qpn_};
   Closer::Tx tx{tx_addr_, tx_rkey_, tx_.geometry().capacity(), tx_posted_, tx_.head()};
   auto closer = std::make_unique<Closer>(ctx_, std::move(w), tx, peer_);
   Closer* raw = closer.get();
@@ -781,6 +1079,7 @@ void RdmaConnection::on_cm_event(CmEvent& ev) {
         // Completions that raced the disconnect (data the peer wrote last) are still in
         // the CQ: take them before announcing EOF.
         (void)process_cq();
+        if (srq_attached_) (void)srq_->process(qpn_);
         ctx_->mark_pending(this);
       } else if (state_ == ConnState::kConnecting || state_ == ConnState::kAccepting) {
         fail(Status(Code::kClosed, "rdma: peer disconnected during setup"));
@@ -857,6 +1156,7 @@ void RdmaConnection::check_keepalive() {
 // Control messages and completions
 
 Status RdmaConnection::post_recv_slot(uint32_t slot) {
+  if (srq_) return {};  // the pool re-posts the slot once the completion has been handled
   ibv_sge sge = ctrl_->sge(static_cast<size_t>(slot) * kCtrlSize, kCtrlSize);
   RecvWr wr = RecvWr::make(&sge, 1, make_wr_id(kWrRecv, slot));
   return qp()->post_recv(wr);
@@ -866,9 +1166,9 @@ Status RdmaConnection::send_ctrl(const CtrlMsg& m) {
   if (free_ctrl_slots_.empty() || !tracker_->can_post(1))
     return Status(Code::kResourceExhausted, "rdma: control send queue full");
   const uint32_t slot = free_ctrl_slots_.back();
-  uint8_t* buf = ctrl_->data() + static_cast<size_t>(options_.recv_depth + slot) * kCtrlSize;
+  uint8_t* buf = ctrl_->data() + static_cast<size_t>(ctrl_recv_slots() + slot) * kCtrlSize;
   m.encode(*reinterpret_cast<uint8_t(*)[kCtrlSize]>(buf));
-  ibv_sge sge = ctrl_->sge(static_cast<size_t>(options_.recv_depth + slot) * kCtrlSize, kCtrlSize);
+  ibv_sge sge = ctrl_->sge(static_cast<size_t>(ctrl_recv_slots() + slot) * kCtrlSize, kCtrlSize);
   // Control sends are always signaled (their completion frees the slot) and solicited (a
   // peer that negotiated kFeatureSolicited wakes for them; others ignore the bit).
   tracker_->on_post(true);
@@ -998,8 +1298,7 @@ Status RdmaConnection::handle_completion(const Completion& wc) {
                                                   std::to_string(rx_.geometry().capacity()) +
                                                   "-byte buffer were granted");
       } else {
-        CONDUIT_ASSIGN_OR_RETURN(CtrlMsg m, CtrlMsg::decode(ctrl_->data() + static_cast<size_t>(slot) * kCtrlSize,
-                                                            wc.byte_len));
+        CONDUIT_ASSIGN_OR_RETURN(CtrlMsg m, CtrlMsg::decode(recv_slot_data(slot), wc.byte_len));
         CONDUIT_RETURN_IF_ERROR(handle_ctrl(m));
       }
       return post_recv_slot(slot);
@@ -1080,6 +1379,7 @@ bool RdmaConnection::busy_poll() {
     fail(s);
     return false;
   }
+  if (srq_attached_) handled += srq_->process();  // may deliver to other connections too
   const uint64_t now = monotonic_ns();
   if (handled != 0 || busy_since_ns_ == 0) busy_since_ns_ = now;
   if (handled != 0 && tx_unposted()) (void)flush(true);
@@ -1336,6 +1636,9 @@ class RdmaTransport final : public Transport {
 };
 
 }  // namespace
+
+std::vector<SrqStats> srq_stats(reactor::EventLoop& loop) { return LoopContext::srq_stats(loop); }
+
 }  // namespace rdma
 
 Transport* rdma_transport() {
