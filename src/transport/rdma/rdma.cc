@@ -1136,13 +1136,16 @@ void RdmaConnection::arm_keepalive() {
 
 void RdmaConnection::check_keepalive() {
   if (state_ != ConnState::kConnected || peer_closed_) return;
-  if (armed_solicited_) {
-    // Soft-RoCE raises no event for error completions on a CQ armed for solicited ones
-    // (real HCAs do): look now and then, so a dead peer is noticed all the same.
-    if (Status s = process_cq(); !s.ok()) return fail(s);
-  }
+  // Take what completed first: Soft-RoCE raises no event for error completions on a CQ
+  // armed for solicited ones (real HCAs do), so a dead peer is noticed all the same, and
+  // send completions waiting there free the control slot the keepalive needs.
+  if (Status s = process_cq(); !s.ok()) return fail(s);
+  if (state_ != ConnState::kConnected || peer_closed_) return;
   if (options_.keepalive_ms != 0) {
-    if (Status s = send_ctrl(CtrlMsg::keepalive()); !s.ok() && s.is_error()) return fail(s);
+    // No free control slot or send-queue room means our sends are on the wire anyway: the
+    // peer hears from us without this keepalive.
+    Status s = send_ctrl(CtrlMsg::keepalive());
+    if (!s.ok() && s.is_error() && s.code() != Code::kResourceExhausted) return fail(s);
   }
   // Only peers known to send keepalives can be timed out: Valkey's client library never
   // sends them, and an idle client is not a dead one.
@@ -1179,9 +1182,10 @@ Status RdmaConnection::send_ctrl(const CtrlMsg& m) {
 }
 
 Status RdmaConnection::register_rx() {
-  rx_ = ConsumerCursor(RingGeometry(rx_buf_->size()));
-  return send_ctrl(
-      CtrlMsg::register_xfer(rx_buf_->mr().addr(), static_cast<uint32_t>(rx_buf_->size()), rx_buf_->mr().rkey()));
+  CONDUIT_RETURN_IF_ERROR(send_ctrl(
+      CtrlMsg::register_xfer(rx_buf_->mr().addr(), static_cast<uint32_t>(rx_buf_->size()), rx_buf_->mr().rkey())));
+  rx_ = ConsumerCursor(RingGeometry(rx_buf_->size()));  // only once the message is on its way
+  return {};
 }
 
 // Gives consumed space back to the writer: in ring mode a Credit once credit_bytes are
@@ -1192,21 +1196,20 @@ void RdmaConnection::return_space() {
   if (ring()) {
     if (!rx_.credits_due(options_.credit_bytes)) return;
     s = send_ctrl(CtrlMsg::credit(rx_.unreturned()));
-    if (s.ok()) {
-      (void)rx_.take_credits();
-      credit_blocked_ = false;
-      return;
-    }
-    if (s.code() == Code::kResourceExhausted) {
-      // No control slot or send-queue room: retried when a send completion frees one.
-      credit_blocked_ = true;
-      ensure_send_events();
-      return;
-    }
+    if (s.ok()) (void)rx_.take_credits();
   } else {
     if (rx_.unreturned() != rx_.geometry().capacity()) return;
     s = register_rx();
-    if (s.ok()) return;
+  }
+  if (s.ok()) {
+    credit_blocked_ = false;
+    return;
+  }
+  if (s.code() == Code::kResourceExhausted) {
+    // No control slot or send-queue room: retried when a send completion frees one.
+    credit_blocked_ = true;
+    ensure_send_events();
+    return;
   }
   fail(s);
 }
