@@ -13,43 +13,13 @@
 #include "conduit/base/clock.h"
 #include "conduit/transport/connection.h"
 #include "rdma_env.h"
+#include "rdma_test_util.h"
 
 namespace conduit::transport {
 namespace {
 
 using reactor::EventLoop;
-constexpr uint64_t kMs = 1'000'000;
-
-template <typename Pred>
-bool run_until(EventLoop& loop, Pred pred, int timeout_ms = 10000) {
-  const uint64_t deadline = monotonic_ns() + static_cast<uint64_t>(timeout_ms) * kMs;
-  while (!pred() && monotonic_ns() < deadline)
-    if (!loop.run_once(10).ok()) return false;
-  return pred();
-}
-
-struct Pair {
-  std::unique_ptr<EventLoop> loop;
-  std::unique_ptr<Listener> listener;
-  std::unique_ptr<Connection> server, client;
-  Status connect_status = Status(Code::kInProgress, "");
-};
-
-// Both ends on one loop; the listener and the client get their own options.
-Result<std::unique_ptr<Pair>> make_pair(const std::string& addr, const std::string& server_opts,
-                                        const std::string& client_opts) {
-  auto p = std::make_unique<Pair>();
-  CONDUIT_ASSIGN_OR_RETURN(p->loop, EventLoop::create());
-  Pair* raw = p.get();
-  CONDUIT_ASSIGN_OR_RETURN(p->listener, listen(*p->loop, "rdma://" + addr + ":0" + server_opts,
-                                               [raw](std::unique_ptr<Connection> c) { raw->server = std::move(c); }));
-  CONDUIT_ASSIGN_OR_RETURN(p->client, connect(*p->loop, p->listener->url() + client_opts,
-                                              [raw](Connection&, Status s) { raw->connect_status = s; }));
-  if (!run_until(*p->loop, [&] { return raw->server && !raw->connect_status.in_progress(); }))
-    return Status(Code::kTimedOut, "rdma pair setup timed out");
-  CONDUIT_RETURN_IF_ERROR(p->connect_status);
-  return p;
-}
+using namespace conduit::transport::testing;
 
 // Waits until both sides agree on the extensions (negotiation follows the connection).
 std::string settle(Pair& p, const std::string& want) {
@@ -57,34 +27,6 @@ std::string settle(Pair& p, const std::string& want) {
     return std::string(p.client->caps().extensions) == want && std::string(p.server->caps().extensions) == want;
   }, 5000);
   return std::string(p.client->caps().extensions) + "/" + std::string(p.server->caps().extensions);
-}
-
-std::vector<uint8_t> transfer(EventLoop& loop, Connection& a, Connection& b, const std::vector<uint8_t>& data,
-                              size_t chunk) {
-  std::vector<uint8_t> got;
-  size_t sent = 0;
-  auto pump = [&](Connection& c) {
-    while (sent < data.size()) {
-      auto n = c.write(std::span(data.data() + sent, std::min(chunk, data.size() - sent)));
-      if (!n.ok()) break;
-      sent += *n;
-    }
-    if (sent == data.size()) c.set_write_handler(nullptr);
-  };
-  a.set_write_handler(pump);
-  b.set_read_handler([&](Connection& c) {
-    uint8_t buf[7001];  // odd size: reads straddle the wrap at odd offsets
-    for (;;) {
-      auto n = c.read(buf);
-      if (!n.ok() || *n == 0) break;
-      got.insert(got.end(), buf, buf + *n);
-    }
-  });
-  pump(a);
-  run_until(loop, [&] { return got.size() >= data.size(); }, 60000);
-  a.set_write_handler(nullptr);
-  b.set_read_handler(nullptr);
-  return got;
 }
 
 class RdmaExtensions : public ::testing::Test {
@@ -117,7 +59,7 @@ TEST_F(RdmaExtensions, NegotiatedOnlyWhenBothSidesOfferThem) {
     // And the connection works in that mode.
     std::vector<uint8_t> data(200000);
     for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<uint8_t>(i * 7);
-    EXPECT_TRUE(transfer(*(*p)->loop, *(*p)->client, *(*p)->server, data, 3000) == data);
+    EXPECT_TRUE(transfer(*(*p)->loop, *(*p)->client, *(*p)->server, data, 3000, 7001) == data);
   }
 }
 
@@ -136,11 +78,11 @@ TEST_F(RdmaExtensions, DataBothWaysInEveryMode) {
     std::vector<uint8_t> data(3 << 20);
     std::mt19937 rng(5);
     for (auto& b : data) b = static_cast<uint8_t>(rng());
-    auto got = transfer(*pair.loop, *pair.client, *pair.server, data, 10007);
+    auto got = transfer(*pair.loop, *pair.client, *pair.server, data, 10007, 7001);
     ASSERT_EQ(got.size(), data.size());
     EXPECT_TRUE(got == data);
     std::reverse(data.begin(), data.end());
-    auto back = transfer(*pair.loop, *pair.server, *pair.client, data, 70001);
+    auto back = transfer(*pair.loop, *pair.server, *pair.client, data, 70001, 7001);
     ASSERT_EQ(back.size(), data.size());
     EXPECT_TRUE(back == data);
   }

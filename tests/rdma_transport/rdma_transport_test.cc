@@ -8,70 +8,16 @@
 #include "conduit/base/clock.h"
 #include "conduit/transport/connection.h"
 #include "rdma_env.h"
+#include "rdma_test_util.h"
 
 namespace conduit::transport {
 namespace {
 
 using reactor::EventLoop;
-constexpr uint64_t kMs = 1'000'000;
+using namespace conduit::transport::testing;
 
-template <typename Pred>
-bool run_until(EventLoop& loop, Pred pred, int timeout_ms = 10000) {
-  const uint64_t deadline = monotonic_ns() + static_cast<uint64_t>(timeout_ms) * kMs;
-  while (!pred() && monotonic_ns() < deadline)
-    if (!loop.run_once(10).ok()) return false;
-  return pred();
-}
-
-struct Pair {
-  std::unique_ptr<EventLoop> loop;
-  std::unique_ptr<Listener> listener;
-  std::unique_ptr<Connection> server, client;
-  Status connect_status = Status(Code::kInProgress, "");
-};
-
-// Listens on rdma://ADDR:0?opts and connects to it; both ends on one loop.
 Result<std::unique_ptr<Pair>> make_rdma_pair(const std::string& addr, const std::string& opts = "") {
-  auto p = std::make_unique<Pair>();
-  CONDUIT_ASSIGN_OR_RETURN(p->loop, EventLoop::create());
-  Pair* raw = p.get();
-  CONDUIT_ASSIGN_OR_RETURN(p->listener, listen(*p->loop, "rdma://" + addr + ":0" + opts,
-                                               [raw](std::unique_ptr<Connection> c) { raw->server = std::move(c); }));
-  std::string url = p->listener->url() + opts;
-  CONDUIT_ASSIGN_OR_RETURN(p->client, connect(*p->loop, url, [raw](Connection&, Status s) { raw->connect_status = s; }));
-  if (!run_until(*p->loop, [&] { return raw->server && !raw->connect_status.in_progress(); }))
-    return Status(Code::kTimedOut, "rdma pair setup timed out");
-  CONDUIT_RETURN_IF_ERROR(p->connect_status);
-  return p;
-}
-
-// Pumps `data` from a to b through the loop using handlers; returns what b read.
-std::vector<uint8_t> transfer(EventLoop& loop, Connection& a, Connection& b, const std::vector<uint8_t>& data,
-                              size_t chunk = 1 << 16) {
-  std::vector<uint8_t> got;
-  size_t sent = 0;
-  auto pump = [&](Connection& c) {
-    while (sent < data.size()) {
-      auto n = c.write(std::span(data.data() + sent, std::min(chunk, data.size() - sent)));
-      if (!n.ok()) break;
-      sent += *n;
-    }
-    if (sent == data.size()) c.set_write_handler(nullptr);
-  };
-  a.set_write_handler(pump);
-  b.set_read_handler([&](Connection& c) {
-    uint8_t buf[32768];
-    for (;;) {
-      auto n = c.read(buf);
-      if (!n.ok() || *n == 0) break;
-      got.insert(got.end(), buf, buf + *n);
-    }
-  });
-  pump(a);
-  run_until(loop, [&] { return got.size() >= data.size(); }, 60000);
-  a.set_write_handler(nullptr);
-  b.set_read_handler(nullptr);
-  return got;
+  return make_pair(addr, opts, opts);
 }
 
 class RdmaTransport : public ::testing::Test {

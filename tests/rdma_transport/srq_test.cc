@@ -11,20 +11,14 @@
 #include "conduit/transport/connection.h"
 #include "rdma/rdma.h"
 #include "rdma_env.h"
+#include "rdma_test_util.h"
 
 namespace conduit::transport {
 namespace {
 
 using reactor::EventLoop;
-constexpr uint64_t kMs = 1'000'000;
-
-template <typename Pred>
-bool run_until(EventLoop& loop, Pred pred, int timeout_ms = 20000) {
-  const uint64_t deadline = monotonic_ns() + static_cast<uint64_t>(timeout_ms) * kMs;
-  while (!pred() && monotonic_ns() < deadline)
-    if (!loop.run_once(10).ok()) return false;
-  return pred();
-}
+using conduit::transport::testing::kMs;
+using conduit::transport::testing::run_until;
 
 std::vector<uint8_t> pattern(size_t n, uint32_t seed) {
   std::vector<uint8_t> v(n);
