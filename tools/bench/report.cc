@@ -160,7 +160,8 @@ void Reporter::end() {
       s += (i ? "," : "") + std::string("{\"size\":") + std::to_string(r.size) +
            ",\"messages\":" + std::to_string(r.messages) + ",\"bytes\":" + std::to_string(r.bytes) +
            ",\"seconds\":" + json_number(r.seconds) + ",\"mb_per_s\":" + json_number(r.mib_per_s) +
-           ",\"gbit_per_s\":" + json_number(r.gbit_per_s) + ",\"msg_per_s\":" + json_number(r.msg_per_s) + "}";
+           ",\"gbit_per_s\":" + json_number(r.gbit_per_s) + ",\"msg_per_s\":" + json_number(r.msg_per_s) +
+           ",\"server_wakeups\":" + std::to_string(r.server_wakeups) + "}";
     }
   }
   s += "]}\n";

@@ -32,6 +32,9 @@ struct StreamResult {
   double mib_per_s = 0;   // 2^20 bytes per second
   double gbit_per_s = 0;  // 10^9 bits per second
   double msg_per_s = 0;
+  // Loopback mode: ConnStats::wakeups of the server's (receiving) connection during the
+  // measured phase -- rdma: completion events it woke up for.  0 with a separate server.
+  uint64_t server_wakeups = 0;
 };
 
 struct MemcpyResult {

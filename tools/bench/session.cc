@@ -12,6 +12,11 @@ namespace conduit::bench {
 using transport::Connection;
 using transport::ConnState;
 
+std::atomic<uint64_t>& server_wakeups() {
+  static std::atomic<uint64_t> n{0};
+  return n;
+}
+
 // =======================================================================================
 // Server side: one ServerSession per accepted connection.
 
@@ -36,6 +41,9 @@ class ServerSession {
   }
 
   void on_readable() {
+    const uint64_t w = conn_->stats().wakeups;
+    server_wakeups().fetch_add(w - wakeups_seen_, std::memory_order_relaxed);
+    wakeups_seen_ = w;
     // A bounded batch per call; the handler is level-style and comes back.
     for (int batch = 0; batch < 64 && !ended_; ++batch) {
       if (!out_.empty()) {  // back-pressure: no new input until our output drained
@@ -181,6 +189,7 @@ class ServerSession {
   uint64_t* activity_;
   OnEnd on_end_;
   bool ended_ = false;
+  uint64_t wakeups_seen_ = 0;
   State state_ = State::kHeader;
   uint8_t hdr_[kHeaderBytes] = {};
   size_t hdr_got_ = 0;
@@ -554,9 +563,12 @@ Result<StreamResult> Client::stream(uint32_t size) {
   if (opts_.warmup_s > 0)
     CONDUIT_RETURN_IF_ERROR(run_stream_phase(size, opts_.warmup_s, 0, nullptr, nullptr, &elapsed));
   uint64_t messages = 0, bytes = 0;
+  const uint64_t wakeups = server_wakeups().load(std::memory_order_relaxed);
   CONDUIT_RETURN_IF_ERROR(run_stream_phase(size, opts_.duration_s, opts_.iters, &messages, &bytes, &elapsed));
   progress_.clear();
-  return stream_result(size, messages, bytes, elapsed);
+  StreamResult r = stream_result(size, messages, bytes, elapsed);
+  r.server_wakeups = server_wakeups().load(std::memory_order_relaxed) - wakeups;
+  return r;
 }
 
 void Client::finish() {

@@ -21,6 +21,10 @@ namespace conduit::bench {
 
 class ServerSession;
 
+// The sum of ConnStats::wakeups over this process's server sessions, as last seen by their
+// read handlers.  Loopback mode reads it around a measured stream phase.  Thread-safe.
+std::atomic<uint64_t>& server_wakeups();
+
 // Listens and serves sessions until `sessions` have ended.  Loop thread only.
 class Server {
  public:
