@@ -32,6 +32,8 @@ die() {
 }
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=bench/lib.sh
+source "$REPO/bench/lib.sh"
 conns_list=${CONDUIT_BENCH_CONNS:-"16 64 128"}
 reps=${CONDUIT_BENCH_REPS:-3}
 seconds=${CONDUIT_BENCH_SECONDS:-3}
@@ -52,14 +54,7 @@ done
 [[ $reps =~ ^[1-9][0-9]*$ ]] || die "--reps must be a positive integer"
 for n in $conns_list; do [[ $n =~ ^[1-9][0-9]*$ ]] || die "bad connection count $n"; done
 
-if [[ -z ${CONDUIT_IN_TESTBED:-} ]]; then
-	[[ -x $REPO/testbed/run ]] || die "not inside the testbed, and $REPO/testbed/run is missing"
-	results_root=$(realpath -m -- "$results_root")
-	export CONDUIT_BENCH_RESULTS=$results_root
-	echo "rdma_srq: host load before the guest: $(uptime)" >&2
-	exec "$REPO/testbed/run" --timeout "${CONDUIT_BENCH_GUEST_TIMEOUT:-1800}" -- \
-		bash "$REPO/bench/rdma_srq.sh" "${orig_args[@]}"
-fi
+bench_enter_testbed rdma_srq 1800 "$REPO/bench/rdma_srq.sh" "${orig_args[@]}"
 
 fanin=${CONDUIT_FANIN:-$REPO/build/tools/fanin/conduit-fanin}
 [[ -x $fanin ]] || die "$fanin is not built (ninja -C build conduit-fanin)"

@@ -54,6 +54,8 @@ die() {
 }
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=bench/lib.sh
+source "$REPO/bench/lib.sh"
 reps=${CONDUIT_BENCH_REPS:-3}
 seconds=${CONDUIT_BENCH_SECONDS:-2}
 lat_iters=${CONDUIT_BENCH_LAT_ITERS:-2000}
@@ -94,14 +96,7 @@ done
 export CONDUIT_BENCH_MODES=$modes
 
 # --- on the host: go into the testbed ----------------------------------------------------
-if [[ -z ${CONDUIT_IN_TESTBED:-} ]]; then
-	[[ -x $REPO/testbed/run ]] || die "not inside the testbed, and $REPO/testbed/run is missing"
-	results_root=$(realpath -m -- "$results_root")
-	export CONDUIT_BENCH_RESULTS=$results_root
-	echo "rdma_stream: starting the testbed guest (results under $results_root)" >&2
-	exec "$REPO/testbed/run" --timeout "${CONDUIT_BENCH_GUEST_TIMEOUT:-1800}" -- \
-		"$REPO/bench/rdma_stream.sh" "${orig_args[@]}"
-fi
+bench_enter_testbed rdma_stream 1800 "$REPO/bench/rdma_stream.sh" "${orig_args[@]}"
 
 # --- in the guest --------------------------------------------------------------------------
 dev=${CONDUIT_RDMA_DEVICE:-rxe0}
