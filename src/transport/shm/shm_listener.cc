@@ -1,0 +1,88 @@
+#include "shm/shm_listener.h"
+
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include "conduit/base/log.h"
+
+namespace conduit::transport::shm {
+
+ShmListener::ShmListener(reactor::EventLoop& loop, UniqueFd fd, const ShmOptions& options, std::string path,
+                         AcceptCallback cb)
+    : loop_(loop), fd_(std::move(fd)), options_(options), path_(std::move(path)), on_accept_(std::move(cb)) {}
+
+Status ShmListener::start() {
+  struct stat st{};
+  if (::lstat(path_.c_str(), &st) == 0) {
+    dev_ = st.st_dev;
+    ino_ = st.st_ino;
+  }
+  return loop_.add(fd_.get(), reactor::kReadable, this);
+}
+
+void ShmListener::close() {
+  if (resume_timer_ != 0) loop_.cancel(resume_timer_);
+  resume_timer_ = 0;
+  if (!fd_) return;
+  if (loop_.watching(fd_.get())) (void)loop_.remove(fd_.get());
+  fd_.reset();
+  // Unlink only our own file: once we stopped listening, another server may already have
+  // replaced it as stale.
+  struct stat st{};
+  if (::lstat(path_.c_str(), &st) == 0 && st.st_dev == dev_ && st.st_ino == ino_) ::unlink(path_.c_str());
+  handshaking_.clear();
+}
+
+void ShmListener::pause_accepting() {
+  if (resume_timer_ != 0 || !fd_) return;
+  (void)loop_.modify(fd_.get(), 0);
+  resume_timer_ = loop_.run_after(100'000'000ull, [this] {
+    resume_timer_ = 0;
+    if (fd_) (void)loop_.modify(fd_.get(), reactor::kReadable);
+  });
+}
+
+void ShmListener::on_events(uint32_t) {
+  // A bounded batch per wakeup so one busy listener can't starve the loop.
+  for (int i = 0; i < 64 && fd_; ++i) {
+    UniqueFd c(::accept4(fd_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
+    if (!c) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+      CONDUIT_LOG(kWarn) << "shm accept on " << path_ << ": " << std::strerror(errno);
+      // Out of fds or memory: the pending connection stays queued and the listener stays
+      // readable, so back off instead of spinning on it.
+      pause_accepting();
+      return;
+    }
+    handshaking_.push_back(std::make_unique<ShmConnection>(loop_, std::move(c), ConnState::kAccepting, options_, path_));
+    ShmConnection* conn = handshaking_.back().get();
+    if (Status s = conn->begin_accept([this](ShmConnection* done, Status st) { handshake_done(done, std::move(st)); });
+        !s.ok()) {
+      CONDUIT_LOG(kWarn) << "shm accept: " << s.to_string();
+      handshaking_.pop_back();
+    }
+  }
+}
+
+void ShmListener::handshake_done(ShmConnection* c, Status s) {
+  auto it = std::find_if(handshaking_.begin(), handshaking_.end(), [c](const auto& p) { return p.get() == c; });
+  if (it == handshaking_.end()) return;
+  std::unique_ptr<ShmConnection> conn = std::move(*it);
+  handshaking_.erase(it);
+  if (!s.ok()) {
+    // We are inside the connection's own handler.
+    loop_.destroy_later(std::move(conn));
+    return;
+  }
+  AcceptCallback cb = on_accept_;  // the callee may close or destroy the listener
+  cb(std::move(conn));
+}
+
+}  // namespace conduit::transport::shm
