@@ -107,34 +107,51 @@ Status ShmConnection::begin_handshake() {
   return loop_.add(sock_.get(), reactor::kReadable, &sock_watch_);
 }
 
-// Reads what has arrived of the peer's hello (and, on the client, its descriptors).
+// Reads what has arrived of the peer's hello.  The protocol defines exactly one set of
+// descriptors: the three of the server's accept hello.  So the server reads without a
+// control buffer -- the kernel then never installs what a client attaches, it drops it and
+// flags MSG_CTRUNC, and we refuse that client at once -- and the client reads with room for
+// exactly three, once: more are dropped by the kernel the same way, and any descriptor
+// outside that one message is refused.  (Keeping whatever arrived until the handshake ends
+// let one client exhaust a server's descriptors.)
 // Returns OK with hs_len_ == sizeof(Hello) when complete, would-block when more must come.
 Status ShmConnection::receive_hello() {
   while (hs_len_ < sizeof(Hello)) {
     iovec iov{hs_buf_ + hs_len_, sizeof(Hello) - hs_len_};
-    alignas(cmsghdr) char control[CMSG_SPACE(4 * sizeof(int))];
+    alignas(cmsghdr) char control[CMSG_SPACE(kAcceptFds * sizeof(int))];
     msghdr msg{};
     msg.msg_iov = &iov;
     msg.msg_iovlen = 1;
-    msg.msg_control = control;
-    msg.msg_controllen = sizeof control;
+    if (is_client_) {
+      msg.msg_control = control;
+      msg.msg_controllen = sizeof control;
+    }
     const ssize_t n = ::recvmsg(sock_.get(), &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
     if (n < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN) return Status::WouldBlock();
       return Status::FromErrnoAuto(errno, "shm handshake recv");
     }
+    size_t got = 0;
     for (cmsghdr* cm = CMSG_FIRSTHDR(&msg); cm != nullptr; cm = CMSG_NXTHDR(&msg, cm)) {
       if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS) continue;
       const size_t count = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
       for (size_t i = 0; i < count; ++i) {
         int fd;
         std::memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof fd);
-        hs_fds_.emplace_back(fd);
+        hs_fds_.emplace_back(fd);  // owned from here: closed with the connection if refused
+        ++got;
       }
     }
-    if ((msg.msg_flags & MSG_CTRUNC) != 0)
-      return Status(Code::kProtocolError, "shm handshake: peer sent more descriptors than expected");
+    if ((msg.msg_flags & MSG_CTRUNC) != 0 || (got != 0 && (got != kAcceptFds || hs_fds_.size() != kAcceptFds))) {
+      hs_fds_.clear();
+      if (!is_client_) {
+        reject(RejectReason::kMalformed);
+        return Status(Code::kProtocolError,
+                      "shm accept: client " + peer_ + " attached descriptors to its hello (the protocol defines none)");
+      }
+      return Status(Code::kProtocolError, "shm connect: " + path_ + " sent descriptors the protocol does not define");
+    }
     if (n == 0) return Status(Code::kClosed, "shm handshake: " + peer_ + " closed the socket before its hello");
     hs_len_ += static_cast<size_t>(n);
   }
@@ -191,8 +208,8 @@ Status ShmConnection::serve_hello(const Hello& h) {
   r.type = static_cast<uint16_t>(HelloType::kAccept);
   r.ring_bytes = ring;
   r.region_bytes = region_bytes_for(ring);
-  const int fds[3] = {memfd.get(), own_bell.get(), peer_bell.get()};
-  CONDUIT_RETURN_IF_ERROR(send_hello(sock_.get(), r, fds, 3));
+  const int fds[kAcceptFds] = {memfd.get(), own_bell.get(), peer_bell.get()};
+  CONDUIT_RETURN_IF_ERROR(send_hello(sock_.get(), r, fds, kAcceptFds));
   return establish(std::move(region).value(), ring, std::move(own_bell), std::move(peer_bell));
 }
 
@@ -208,12 +225,14 @@ Status ShmConnection::take_reply(const Hello& h) {
     return Status(reject_code(h.reason), "shm connect: server " + path_ + " refused: " + reject_text(h.reason));
   }
   const uint64_t ring = h.ring_bytes;
-  if (h.type != static_cast<uint16_t>(HelloType::kAccept) || hs_fds_.size() != 3 || ring < kMinRing ||
+  if (h.type != static_cast<uint16_t>(HelloType::kAccept) || hs_fds_.size() != kAcceptFds || ring < kMinRing ||
       ring > kMaxRing || (ring & (ring - 1)) != 0 || h.region_bytes != region_bytes_for(ring))
     return Status(Code::kProtocolError, "shm connect: malformed answer from " + path_);
   if (options_.ring_given && ring != options_.ring)
     return Status(Code::kProtocolError, "shm connect: asked for ring=" + std::to_string(options_.ring) +
                                             ", server " + path_ + " gave " + std::to_string(ring));
+  CONDUIT_RETURN_IF_ERROR(check_eventfd(hs_fds_[1].get(), "server doorbell"));
+  CONDUIT_RETURN_IF_ERROR(check_eventfd(hs_fds_[2].get(), "client doorbell"));
   CONDUIT_ASSIGN_OR_RETURN(Mapping region, map_region(hs_fds_[0].get(), ring, h.region_bytes));
   // The server's doorbell is the one we ring; ours is the one we sleep on.
   UniqueFd server_bell = std::move(hs_fds_[1]);

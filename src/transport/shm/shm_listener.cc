@@ -10,6 +10,8 @@
 #include <utility>
 
 #include "conduit/base/log.h"
+#include "shm/shm_handshake.h"
+#include "shm/shm_paths.h"
 
 namespace conduit::transport::shm {
 
@@ -23,7 +25,9 @@ Status ShmListener::start() {
     dev_ = st.st_dev;
     ino_ = st.st_ino;
   }
-  return loop_.add(fd_.get(), reactor::kReadable, this);
+  CONDUIT_RETURN_IF_ERROR(loop_.add(fd_.get(), reactor::kReadable, this));
+  watching_ = true;
+  return {};
 }
 
 void ShmListener::close() {
@@ -31,44 +35,80 @@ void ShmListener::close() {
   resume_timer_ = 0;
   if (!fd_) return;
   if (loop_.watching(fd_.get())) (void)loop_.remove(fd_.get());
+  watching_ = false;
   fd_.reset();
   // Unlink only our own file: once we stopped listening, another server may already have
   // replaced it as stale.
   struct stat st{};
   if (::lstat(path_.c_str(), &st) == 0 && st.st_dev == dev_ && st.st_ino == ino_) ::unlink(path_.c_str());
   handshaking_.clear();
+  handshakes_.store(0, std::memory_order_relaxed);
+}
+
+ListenerStats ShmListener::stats() const {
+  ListenerStats s;
+  s.handshakes = handshakes_.load(std::memory_order_relaxed);
+  // The region is created and handed over in one step (serve_hello), so a handshake in
+  // progress holds a socket and 32 bytes of hello, never ring memory.
+  s.handshake_bytes = 0;
+  s.refused = refused_.load(std::memory_order_relaxed);
+  s.failed = failed_.load(std::memory_order_relaxed);
+  return s;
+}
+
+void ShmListener::update_watch() {
+  handshakes_.store(handshaking_.size(), std::memory_order_relaxed);
+  const bool want = fd_ && resume_timer_ == 0 && handshaking_.size() < options_.max_handshakes;
+  if (want == watching_) return;
+  if (loop_.modify(fd_.get(), want ? reactor::kReadable : 0).ok()) watching_ = want;
 }
 
 void ShmListener::pause_accepting() {
   if (resume_timer_ != 0 || !fd_) return;
-  (void)loop_.modify(fd_.get(), 0);
   resume_timer_ = loop_.run_after(100'000'000ull, [this] {
     resume_timer_ = 0;
-    if (fd_) (void)loop_.modify(fd_.get(), reactor::kReadable);
+    update_watch();
   });
+  update_watch();
+}
+
+void ShmListener::refuse(UniqueFd sock, RejectReason why) {
+  refused_.fetch_add(1, std::memory_order_relaxed);
+  // A fresh socket has room for 32 bytes.  The client's hello may still be unread: the
+  // kernel then resets the connection, but only after the client has read our answer.
+  (void)send_hello(sock.get(), reject_hello(why), nullptr, 0);
 }
 
 void ShmListener::on_events(uint32_t) {
   // A bounded batch per wakeup so one busy listener can't starve the loop.
-  for (int i = 0; i < 64 && fd_; ++i) {
+  for (int i = 0; i < 64 && fd_ && handshaking_.size() < options_.max_handshakes; ++i) {
     UniqueFd c(::accept4(fd_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
     if (!c) {
       if (errno == EINTR || errno == ECONNABORTED) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
       CONDUIT_LOG(kWarn) << "shm accept on " << path_ << ": " << std::strerror(errno);
       // Out of fds or memory: the pending connection stays queued and the listener stays
       // readable, so back off instead of spinning on it.
       pause_accepting();
       return;
     }
+    // Before anything is spent on it (the handshake's timer, its loop registration).
+    if (admit_ && !admit_()) {
+      CONDUIT_LOG(kDebug) << "shm accept on " << path_ << ": refused " << peer_pid_of(c.get()) << " (admission)";
+      refuse(std::move(c), RejectReason::kResources);
+      continue;
+    }
     handshaking_.push_back(std::make_unique<ShmConnection>(loop_, std::move(c), ConnState::kAccepting, options_, path_));
     ShmConnection* conn = handshaking_.back().get();
     if (Status s = conn->begin_accept([this](ShmConnection* done, Status st) { handshake_done(done, std::move(st)); });
         !s.ok()) {
       CONDUIT_LOG(kWarn) << "shm accept: " << s.to_string();
+      failed_.fetch_add(1, std::memory_order_relaxed);
       handshaking_.pop_back();
     }
   }
+  // At max_handshakes: stop accepting until one finishes (handshake_done).
+  update_watch();
 }
 
 void ShmListener::handshake_done(ShmConnection* c, Status s) {
@@ -76,7 +116,9 @@ void ShmListener::handshake_done(ShmConnection* c, Status s) {
   if (it == handshaking_.end()) return;
   std::unique_ptr<ShmConnection> conn = std::move(*it);
   handshaking_.erase(it);
+  update_watch();
   if (!s.ok()) {
+    failed_.fetch_add(1, std::memory_order_relaxed);
     // We are inside the connection's own handler.
     loop_.destroy_later(std::move(conn));
     return;

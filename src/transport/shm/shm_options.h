@@ -24,6 +24,7 @@ struct ShmOptions {
   uint64_t busy_poll_us = 0;
   uint64_t mode = 0;
   uint64_t connect_timeout_ms = 0;
+  uint64_t max_handshakes = 0;
 };
 
 // Custom parsers and checks of the table (shm_options.cc).
@@ -44,6 +45,11 @@ inline constexpr ShmOptionRow kShmOptions[] = {
         .listener(),
     ShmOptionRow::number_row("connect_timeout_ms", "10000", 1, 3'600'000, &ShmOptions::connect_timeout_ms,
                              "bound on the handshake (client: connect; server: each accepted connection's hello)"),
+    ShmOptionRow::number_row("max_handshakes", "64", 1, 65536, &ShmOptions::max_handshakes,
+                             "accepted connections whose hello is still awaited, at most. At the bound the "
+                             "listener stops accepting until one finishes (later clients wait in the kernel's "
+                             "backlog, holding nothing of ours); `Listener::stats().handshakes` counts them")
+        .listener(),
 };
 
 // Parses an endpoint's options with kShmOptions and cross-checks them.

@@ -47,7 +47,16 @@ inline uint8_t* ring_data(const Mapping& m, uint64_t ring_bytes, int index) {
 
 // Server side: a fresh sealed memfd holding the region, mapped and initialised.
 Result<Mapping> create_region(uint64_t ring_bytes, UniqueFd* memfd_out);
-// Client side: checks the region memfd the server sent (size, seals, header) and maps it.
+// Client side: checks the region memfd the server sent (a regular file of the announced
+// size, sealed against resizing; then its header) and maps it.
 Result<Mapping> map_region(int memfd, uint64_t ring_bytes, uint64_t region_bytes);
+// Client side: checks that a descriptor the server sent as a doorbell is a non-blocking
+// eventfd open for reading and writing.  Anything else -- a pipe, a socket, a FIFO, a
+// regular file, a blocking descriptor -- could make our doorbell write block or do
+// something else entirely, so it is refused (kProtocolError naming `what`).  fstat() tells
+// an anonymous-inode descriptor from files, pipes and sockets; /proc/self/fd (when mounted)
+// tells an eventfd from other anonymous inodes.  (A peer shares the open file description,
+// so it could still clear O_NONBLOCK later: only allowed uids get this far, see shm_paths.h.)
+Status check_eventfd(int fd, const char* what);
 
 }  // namespace conduit::transport::shm

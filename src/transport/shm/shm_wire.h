@@ -28,6 +28,8 @@ enum class RejectReason : uint32_t { kNone = 0, kVersion = 1, kRingSize = 2, kRe
 //   off 16  u64 region_bytes  server: size of the memfd (kRegionHeaderBytes + 2 * ring); client: 0
 //   off 24  u32 reason        kReject: RejectReason; else 0
 //   off 28  u32 reserved      0
+inline constexpr size_t kAcceptFds = 3;  // descriptors attached to kAccept; no other hello carries any
+
 struct Hello {
   uint32_t magic = kHelloMagic;
   uint16_t version = kProtocolVersion;
