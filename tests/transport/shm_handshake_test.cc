@@ -245,8 +245,8 @@ TEST_F(ShmTest, ClientReportsBadServerAnswers) {
   EXPECT_EQ(s.code(), Code::kClosed) << s.to_string();
 }
 
-TEST_F(ShmTest, ClientChoosesRingSize) {
-  auto client = connect_pair("shm://" + unique_name("ring") + "?ring=4096", "");
+TEST_F(ShmTest, ClientChoosesRingSizeUpToMaxRing) {
+  auto client = connect_pair("shm://" + unique_name("ring") + "?ring=4096&max_ring=16384", "");
   ASSERT_TRUE(client);
   // The listener's ring applies: 4096 bytes fit, then the ring is full.
   std::vector<uint8_t> big(20000, 7);
@@ -255,6 +255,11 @@ TEST_F(ShmTest, ClientChoosesRingSize) {
   auto c2 = connect_pair("", listener->url() + "?ring=16384");
   ASSERT_TRUE(c2);
   EXPECT_EQ(*c2->write(big), 16384u);
+  // A listener whose max_ring is below its ring makes no sense.
+  auto bad = listen(*loop, "shm://" + unique_name("ring") + "?ring=64K&max_ring=16K", [](std::unique_ptr<Connection>) {});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(bad.status().to_string().find("max_ring"), std::string::npos) << bad.status().to_string();
 }
 
 TEST_F(ShmTest, DestroyWhileConnectingAndListenerClose) {

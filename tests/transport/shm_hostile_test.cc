@@ -163,6 +163,48 @@ TEST_F(ShmHostile, AdmissionRefusesBeforeTheHandshake) {
   EXPECT_EQ(asked, 2);
 }
 
+// Item 5 of issue 9: a client chose the ring size (up to 1 GiB per direction) and the
+// server created and held it, unaccounted.  Now max_ring (default: the listener's ring)
+// caps the request, the refusal names the cap, and what a connection holds is reported
+// as ConnStats::pinned_bytes on both sides.
+TEST_F(ShmHostile, HugeRingRequestIsRefusedAndRingsAreAccounted) {
+  const std::string path = start_listener("?ring=64K");
+  ASSERT_FALSE(path.empty());
+  // A raw client asking for 1 GiB per direction: refused at once, no region created.
+  const int s = raw_connect(path);
+  ASSERT_GE(s, 0);
+  const shm::Hello h = client_hello(uint64_t{1} << 30);
+  ASSERT_EQ(send(s, &h, sizeof h, 0), ssize_t(sizeof h));
+  shm::Hello r;
+  ASSERT_TRUE(read_answer(*loop, s, &r));
+  EXPECT_EQ(r.type, static_cast<uint16_t>(shm::HelloType::kReject));
+  EXPECT_EQ(r.reason, static_cast<uint32_t>(shm::RejectReason::kRingSize));
+  EXPECT_EQ(r.ring_bytes, 65536u) << "the reject names the largest ring allowed";
+  EXPECT_EQ(count_shm_mappings(), 0);
+  close(s);
+
+  // Through the API: a clear error naming the bound.
+  Status st = Status(Code::kInProgress, "");
+  auto c = connect(*loop, "shm://" + path + "?ring=1G", [&](Connection&, Status x) { st = x; });
+  ASSERT_TRUE(c.ok());
+  ASSERT_TRUE(run_until(*loop, [&] { return !st.in_progress(); }, 5000));
+  EXPECT_EQ(st.code(), Code::kInvalidArgument) << st.to_string();
+  EXPECT_NE(st.to_string().find("at most 65536"), std::string::npos) << st.to_string();
+  EXPECT_NE(st.to_string().find("max_ring"), std::string::npos) << st.to_string();
+  EXPECT_TRUE(accepted.empty());
+
+  // Within the cap: both ends report the region they hold.
+  auto ok = connect_pair("", "shm://" + path + "?ring=16K");
+  ASSERT_TRUE(ok);
+  ASSERT_EQ(accepted.size(), 1u);
+  EXPECT_EQ(ok->stats().pinned_bytes, shm::region_bytes_for(16384));
+  EXPECT_EQ(accepted[0]->stats().pinned_bytes, shm::region_bytes_for(16384));
+  auto dflt = connect_pair("");
+  ASSERT_TRUE(dflt);
+  EXPECT_EQ(accepted[1]->stats().pinned_bytes, shm::region_bytes_for(65536));
+  EXPECT_EQ(listener->stats().handshake_bytes, 0u);
+}
+
 // --- forged servers ------------------------------------------------------------------------
 
 // A raw listener at a fresh path that answers the client's hello with `answer(sock)`.

@@ -191,9 +191,14 @@ Status ShmConnection::serve_hello(const Hello& h) {
                                            std::to_string(kProtocolVersion));
   }
   const uint64_t ring = h.ring_bytes != 0 ? h.ring_bytes : options_.ring;
-  if (ring < kMinRing || ring > kMaxRing || (ring & (ring - 1)) != 0) {
-    reject(RejectReason::kRingSize);
-    return Status(Code::kInvalidArgument, "shm accept: client " + peer_ + " asked for ring=" + std::to_string(ring));
+  if (ring < kMinRing || ring > kMaxRing || (ring & (ring - 1)) != 0 || ring > options_.max_ring) {
+    // The client chooses the size and we hold 2 * ring of shared memory for it: cap it.
+    Hello r = reject_hello(RejectReason::kRingSize);
+    r.ring_bytes = options_.max_ring;
+    (void)send_hello(sock_.get(), r, nullptr, 0);
+    return Status(Code::kInvalidArgument, "shm accept: client " + peer_ + " asked for ring=" + std::to_string(ring) +
+                                              " (allowed: a power of two in " + std::to_string(kMinRing) + ".." +
+                                              std::to_string(options_.max_ring) + ", max_ring)");
   }
   UniqueFd memfd;
   Result<Mapping> region = create_region(ring, &memfd);
@@ -222,7 +227,11 @@ Status ShmConnection::take_reply(const Hello& h) {
                                            std::to_string(h.version) + ", this client " +
                                            std::to_string(kProtocolVersion));
   if (h.type == static_cast<uint16_t>(HelloType::kReject)) {
-    return Status(reject_code(h.reason), "shm connect: server " + path_ + " refused: " + reject_text(h.reason));
+    std::string why = reject_text(h.reason);
+    if (h.reason == static_cast<uint32_t>(RejectReason::kRingSize) && h.ring_bytes != 0)
+      why += ": asked for " + (options_.ring_given ? "ring=" + std::to_string(options_.ring) : "its default") +
+             ", it allows at most " + std::to_string(h.ring_bytes) + " bytes per direction (its max_ring)";
+    return Status(reject_code(h.reason), "shm connect: server " + path_ + " refused: " + why);
   }
   const uint64_t ring = h.ring_bytes;
   if (h.type != static_cast<uint16_t>(HelloType::kAccept) || hs_fds_.size() != kAcceptFds || ring < kMinRing ||
@@ -251,6 +260,7 @@ Status ShmConnection::establish(Mapping region, uint64_t ring, UniqueFd own_bell
   doorbell_ = std::move(own_bell);
   peer_bell_ = std::move(peer_bell);
   hs_fds_.clear();
+  stats_.pinned_bytes = region_.size();
   CONDUIT_RETURN_IF_ERROR(loop_.modify(sock_.get(), 0));
   // Edge-triggered: each ring of the doorbell is one event, so it is never read (one
   // system call less per wakeup).  The counter cannot realistically saturate (2^64 - 2).

@@ -24,6 +24,11 @@ Status parse_mode(std::string_view what, std::string_view text, ShmOptions& o) {
 Result<ShmOptions> parse_shm_options(const Endpoint& ep) {
   CONDUIT_ASSIGN_OR_RETURN(ShmOptions o, parse_option_table<ShmOptions>(kShmOptions, ep));
   o.ring_given = ep.options.count("ring") != 0;
+  if (o.max_ring == 0) o.max_ring = o.ring;
+  if (o.max_ring < o.ring)
+    return Status(Code::kInvalidArgument, "shm option max_ring=" + std::to_string(o.max_ring) +
+                                              " is smaller than ring=" + std::to_string(o.ring) +
+                                              ", the size the listener gives by default");
   return o;
 }
 

@@ -21,6 +21,7 @@ inline constexpr uint64_t kMaxRing = uint64_t{1} << 30;
 struct ShmOptions {
   uint64_t ring = 0;
   bool ring_given = false;  // the URL names ring=: a client then asks for exactly that size
+  uint64_t max_ring = 0;    // 0 in the URL's absence: then `ring`
   uint64_t busy_poll_us = 0;
   uint64_t mode = 0;
   uint64_t connect_timeout_ms = 0;
@@ -37,6 +38,13 @@ inline constexpr ShmOptionRow kShmOptions[] = {
                             "bytes per direction. The listener's value is what its clients get by default; a "
                             "client that gives `ring=` asks for that size instead")
         .check(check_ring, "power of two"),
+    ShmOptionRow::bytes_row("max_ring", "", kMinRing, kMaxRing, &ShmOptions::max_ring,
+                            "the largest ring a client may ask for. A bigger request is refused with a reject "
+                            "hello that names this bound (the client's connect fails with `kInvalidArgument`). "
+                            "Both rings of every connection are shared memory the server holds for the "
+                            "connection's life, reported as `ConnStats::pinned_bytes`")
+        .listener()
+        .default_is("= `ring`"),
     ShmOptionRow::number_row("busy_poll_us", "0", 0, 1'000'000, &ShmOptions::busy_poll_us,
                              "spin on the rings this long without work before announcing sleep (trades a core "
                              "for the wakeup; 0 = block in epoll at once)"),

@@ -24,7 +24,9 @@ enum class RejectReason : uint32_t { kNone = 0, kVersion = 1, kRingSize = 2, kRe
 //   off  4  u16 version       kProtocolVersion of the sender
 //   off  6  u16 type          HelloType
 //   off  8  u64 ring_bytes    client: requested ring size per direction (0 = server's default)
-//                             server: the ring size of each direction
+//                             server, kAccept: the ring size of each direction
+//                             server, kReject kRingSize: the largest ring it allows (its
+//                             max_ring); older servers sent 0 here
 //   off 16  u64 region_bytes  server: size of the memfd (kRegionHeaderBytes + 2 * ring); client: 0
 //   off 24  u32 reason        kReject: RejectReason; else 0
 //   off 28  u32 reserved      0
