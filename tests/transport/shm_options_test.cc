@@ -5,6 +5,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "option_table.h"
 #include "shm/shm_options.h"
@@ -42,6 +43,21 @@ TEST(ShmOptionTable, ValuesAndErrorsNameTheOption) {
     EXPECT_EQ(bad.status().code(), Code::kInvalidArgument) << q;
     const std::string key = std::string(q).substr(0, std::string(q).find('='));
     EXPECT_NE(bad.status().to_string().find(key), std::string::npos) << bad.status().to_string();
+  }
+}
+
+TEST(ShmOptionTable, AllowUidsAndMaxRing) {
+  auto o = parse_shm_options(parse("shm://x?allow_uids=1000,1001,0&ring=64K"));
+  ASSERT_TRUE(o.ok()) << o.status().to_string();
+  EXPECT_EQ(o->allow_uids, (std::vector<uid_t>{1000, 1001, 0}));
+  EXPECT_EQ(o->max_ring, 65536u) << "max_ring defaults to the listener's ring";
+  EXPECT_TRUE(parse_shm_options(parse("shm://x"))->allow_uids.empty());
+  EXPECT_TRUE(parse_shm_options(parse("shm://x?allow_uids="))->allow_uids.empty());
+  for (const char* q : {"allow_uids=x", "allow_uids=1,", "allow_uids=4294967295", "allow_uids=1,,2",
+                        "max_ring=16K&ring=64K", "max_ring=2G", "max_handshakes=0"}) {
+    auto bad = parse_shm_options(parse(std::string("shm://x?") + q));
+    ASSERT_FALSE(bad.ok()) << q;
+    EXPECT_EQ(bad.status().code(), Code::kInvalidArgument) << q;
   }
 }
 

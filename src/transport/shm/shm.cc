@@ -40,7 +40,7 @@ class ShmTransport final : public Transport {
                                            AcceptCallback on_accept) override {
     if (!on_accept) return Status(Code::kInvalidArgument, "shm listen: null accept callback");
     CONDUIT_ASSIGN_OR_RETURN(ShmOptions o, shm::parse_shm_options(ep));
-    CONDUIT_ASSIGN_OR_RETURN(std::string path, shm_socket_path(ep.address));
+    CONDUIT_ASSIGN_OR_RETURN(std::string path, shm_socket_path(ep.address, /*create_dir=*/true));
     sockaddr_un addr;
     (void)shm::make_addr(path, &addr);
     UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
@@ -89,6 +89,13 @@ class ShmTransport final : public Transport {
                              DetailKind::kErrno, err);
       else
         unreachable = Status::FromErrnoAuto(err, "shm connect " + path);
+    } else if (Result<shm::PeerCred> cred = shm::peer_credentials(fd.get()); !cred.ok()) {
+      unreachable = cred.status();
+    } else if (Status who = shm::check_peer_uid(*cred, o.allow_uids, "shm connect: the server on " + path);
+               !who.ok()) {
+      // Whoever bound the path first answers it: a server of a uid we do not trust gets
+      // nothing from us, not even our hello.
+      unreachable = std::move(who);
     } else {
       Hello h;
       h.type = static_cast<uint16_t>(HelloType::kClientHello);

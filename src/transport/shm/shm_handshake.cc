@@ -52,6 +52,7 @@ std::string reject_text(uint32_t reason) {
     case RejectReason::kRingSize: return "ring size refused";
     case RejectReason::kResources: return "server out of resources";
     case RejectReason::kMalformed: return "malformed hello";
+    case RejectReason::kPermission: return "our uid is not allowed (the server's allow_uids option)";
     case RejectReason::kNone: break;
   }
   return "reason " + std::to_string(reason);
@@ -62,6 +63,7 @@ Code reject_code(uint32_t reason) {
     case RejectReason::kRingSize: return Code::kInvalidArgument;
     case RejectReason::kResources: return Code::kResourceExhausted;
     case RejectReason::kVersion: return Code::kNotSupported;
+    case RejectReason::kPermission: return Code::kPermissionDenied;
     case RejectReason::kMalformed:
     case RejectReason::kNone: break;
   }

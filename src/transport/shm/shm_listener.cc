@@ -92,7 +92,20 @@ void ShmListener::on_events(uint32_t) {
       pause_accepting();
       return;
     }
-    // Before anything is spent on it (the handshake's timer, its loop registration).
+    // Before anything is spent on it (the handshake's timer, its loop registration): is
+    // this a uid we serve, and does the application admit it?
+    Result<PeerCred> cred = peer_credentials(c.get());
+    Status allowed = cred.ok() ? check_peer_uid(*cred, options_.allow_uids, "client") : cred.status();
+    if (!allowed.ok()) {
+      // Worth a warning (someone else is knocking), but not a log line per attempt.
+      if (++uid_refusals_ <= 10)
+        CONDUIT_LOG(kWarn) << "shm accept on " << path_ << ": refused: " << allowed.to_string()
+                           << (uid_refusals_ == 10 ? " (further refusals are logged at debug level)" : "");
+      else
+        CONDUIT_LOG(kDebug) << "shm accept on " << path_ << ": refused: " << allowed.to_string();
+      refuse(std::move(c), RejectReason::kPermission);
+      continue;
+    }
     if (admit_ && !admit_()) {
       CONDUIT_LOG(kDebug) << "shm accept on " << path_ << ": refused " << peer_pid_of(c.get()) << " (admission)";
       refuse(std::move(c), RejectReason::kResources);

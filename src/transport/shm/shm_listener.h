@@ -49,7 +49,8 @@ class ShmListener final : public Listener, public reactor::FdHandler {
   AdmitCallback admit_;
   std::vector<std::unique_ptr<ShmConnection>> handshaking_;
   reactor::TimerId resume_timer_ = 0;
-  bool watching_ = false;  // the listening socket is in the loop's interest set
+  bool watching_ = false;
+  uint64_t uid_refusals_ = 0;  // the listening socket is in the loop's interest set
   // For stats() from any thread; written on the loop thread only.
   std::atomic<uint64_t> handshakes_{0}, refused_{0}, failed_{0};
 };

@@ -21,6 +21,21 @@ Status parse_mode(std::string_view what, std::string_view text, ShmOptions& o) {
   return {};
 }
 
+Status parse_uid_list(std::string_view what, std::string_view text, ShmOptions& o) {
+  o.allow_uids.clear();
+  while (!text.empty()) {
+    const size_t comma = text.find(',');
+    const std::string_view one = text.substr(0, comma);
+    // uid_t is 32 bits; (uid_t)-1 means "no uid" to the kernel.
+    CONDUIT_ASSIGN_OR_RETURN(uint64_t uid, parse_number_value(what, one, 0, 0xfffffffeu));
+    o.allow_uids.push_back(static_cast<uid_t>(uid));
+    if (comma == std::string_view::npos) break;
+    text = text.substr(comma + 1);
+    if (text.empty()) return Status(Code::kInvalidArgument, std::string(what) + ": trailing comma");
+  }
+  return {};
+}
+
 Result<ShmOptions> parse_shm_options(const Endpoint& ep) {
   CONDUIT_ASSIGN_OR_RETURN(ShmOptions o, parse_option_table<ShmOptions>(kShmOptions, ep));
   o.ring_given = ep.options.count("ring") != 0;

@@ -9,6 +9,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "conduit/transport/endpoint.h"
 #include "option_table.h"
@@ -26,11 +27,13 @@ struct ShmOptions {
   uint64_t mode = 0;
   uint64_t connect_timeout_ms = 0;
   uint64_t max_handshakes = 0;
+  std::vector<uid_t> allow_uids;  // peers besides our own effective uid
 };
 
 // Custom parsers and checks of the table (shm_options.cc).
 Status check_ring(std::string_view what, std::string_view text, ShmOptions& o);
 Status parse_mode(std::string_view what, std::string_view text, ShmOptions& o);
+Status parse_uid_list(std::string_view what, std::string_view text, ShmOptions& o);
 
 using ShmOptionRow = OptionRow<ShmOptions>;
 inline constexpr ShmOptionRow kShmOptions[] = {
@@ -49,8 +52,16 @@ inline constexpr ShmOptionRow kShmOptions[] = {
                              "spin on the rings this long without work before announcing sleep (trades a core "
                              "for the wakeup; 0 = block in epoll at once)"),
     ShmOptionRow::custom_row("mode", "0600", parse_mode, "octal, at most 0777",
-                             "permissions of the socket file, set before `listen()`")
+                             "permissions of the socket file, set before `listen()`. A bare name's socket "
+                             "lies in a 0700 directory of this uid anyway: use an absolute path to let "
+                             "others in")
         .listener(),
+    ShmOptionRow::custom_row("allow_uids", "", parse_uid_list, "comma-separated uids",
+                             "the peer's uid (`SO_PEERCRED`) must be ours or one of these, on both sides: a "
+                             "server refuses other clients before their hello (`kPermissionDenied`), a client "
+                             "refuses a server of another uid before it sends anything, so a squatted path "
+                             "cannot impersonate the server")
+        .default_is("none: own uid only"),
     ShmOptionRow::number_row("connect_timeout_ms", "10000", 1, 3'600'000, &ShmOptions::connect_timeout_ms,
                              "bound on the handshake (client: connect; server: each accepted connection's hello)"),
     ShmOptionRow::number_row("max_handshakes", "64", 1, 65536, &ShmOptions::max_handshakes,

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
+#include <cstdio>
 #include <cstring>
 
 #include "conduit/base/fd.h"
@@ -46,6 +47,71 @@ Status remove_stale_socket(const std::string& path, const sockaddr_un& addr) {
   return {};
 }
 
+namespace {
+
+// Why `dir` is not a private directory of ours ("" if it is).
+std::string untrusted_dir(const std::string& dir, const struct stat& st) {
+  char mode[8];
+  std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+  if (S_ISLNK(st.st_mode)) return dir + " is a symbolic link";
+  if (!S_ISDIR(st.st_mode)) return dir + " is not a directory";
+  if (st.st_uid != ::geteuid())
+    return dir + " belongs to uid " + std::to_string(st.st_uid) + ", not to us (uid " + std::to_string(::geteuid()) + ")";
+  if ((st.st_mode & 077) != 0) return dir + " has mode " + mode + ": group or others may use it (want 0700)";
+  return "";
+}
+
+bool absolute(const char* p) { return p != nullptr && p[0] == '/'; }
+
+}  // namespace
+
+Result<std::string> private_socket_dir(bool create) {
+  const char* xdg = std::getenv("XDG_RUNTIME_DIR");
+  if (absolute(xdg)) {
+    struct stat st{};
+    if (::lstat(xdg, &st) == 0 && untrusted_dir(xdg, st).empty()) return std::string(xdg);
+    CONDUIT_LOG(kDebug) << "shm: not using XDG_RUNTIME_DIR=" << xdg
+                        << (::lstat(xdg, &st) == 0 ? " (" + untrusted_dir(xdg, st) + ")" : std::string(" (missing)"));
+  }
+  const char* tmp = std::getenv("TMPDIR");
+  const std::string base = absolute(tmp) ? std::string(tmp) : std::string("/tmp");
+  const std::string dir = base + "/conduit-" + std::to_string(::geteuid());
+  auto refuse = [&](const std::string& why) {
+    return Status(Code::kPermissionDenied, "shm: refusing the socket directory of bare names: " + why +
+                                               " (remove it, or name an absolute socket path)");
+  };
+  struct stat ps{};
+  if (::stat(base.c_str(), &ps) != 0) return Status::FromErrnoAuto(errno, "shm stat " + base);
+  // Others may write in the parent: only the sticky bit keeps them from renaming our
+  // directory away and putting theirs in its place.
+  if ((ps.st_mode & S_IWOTH) != 0 && (ps.st_mode & S_ISVTX) == 0)
+    return refuse(base + " is writable by everyone and not sticky");
+  if (create && ::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return Status::FromErrnoAuto(errno, "shm mkdir " + dir);
+  struct stat st{};
+  if (::lstat(dir.c_str(), &st) != 0) {
+    if (errno == ENOENT && !create) return dir;
+    return Status::FromErrnoAuto(errno, "shm stat " + dir);
+  }
+  if (std::string why = untrusted_dir(dir, st); !why.empty()) return refuse(why);
+  return dir;
+}
+
+Result<PeerCred> peer_credentials(int fd) {
+  ucred cr{};
+  socklen_t len = sizeof cr;
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) != 0) return Status::FromErrnoAuto(errno, "shm SO_PEERCRED");
+  return PeerCred{cr.pid, cr.uid};
+}
+
+Status check_peer_uid(const PeerCred& peer, const std::vector<uid_t>& allowed, const std::string& who) {
+  if (peer.uid == ::geteuid() || std::find(allowed.begin(), allowed.end(), peer.uid) != allowed.end()) return {};
+  std::string list = std::to_string(::geteuid());
+  for (uid_t u : allowed) list += "," + std::to_string(u);
+  return Status(Code::kPermissionDenied, who + " is uid " + std::to_string(peer.uid) + " (pid " +
+                                             std::to_string(peer.pid) + "), not an allowed uid (" + list +
+                                             "; the allow_uids option adds others)");
+}
+
 std::string pid_string(pid_t pid) { return "pid:" + std::to_string(pid); }
 
 std::string peer_pid_of(int fd) {
@@ -57,7 +123,7 @@ std::string peer_pid_of(int fd) {
 
 }  // namespace shm
 
-Result<std::string> shm_socket_path(std::string_view name) {
+Result<std::string> shm_socket_path(std::string_view name, bool create_dir) {
   std::string path;
   if (!name.empty() && name.front() == '/') {
     path = std::string(name);
@@ -69,8 +135,8 @@ Result<std::string> shm_socket_path(std::string_view name) {
     if (!ok)
       return Status(Code::kInvalidArgument, "shm name '" + std::string(name) +
                                                 "': use letters, digits, '.', '-', '_' or an absolute socket path");
-    const char* dir = std::getenv("XDG_RUNTIME_DIR");
-    path = std::string(dir != nullptr && *dir != '\0' ? dir : "/tmp") + "/conduit-" + std::string(name) + ".sock";
+    CONDUIT_ASSIGN_OR_RETURN(std::string dir, shm::private_socket_dir(create_dir));
+    path = dir + "/conduit-" + std::string(name) + ".sock";
   }
   if (path.size() >= sizeof(sockaddr_un::sun_path))
     return Status(Code::kInvalidArgument, "shm socket path '" + path + "' is longer than " +

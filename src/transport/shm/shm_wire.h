@@ -15,7 +15,8 @@ inline constexpr uint32_t kRegionMagic = 0x52485343;  // "CSHR"
 inline constexpr uint16_t kProtocolVersion = 1;
 
 enum class HelloType : uint16_t { kClientHello = 1, kAccept = 2, kReject = 3 };
-enum class RejectReason : uint32_t { kNone = 0, kVersion = 1, kRingSize = 2, kResources = 3, kMalformed = 4 };
+enum class RejectReason : uint32_t { kNone = 0, kVersion = 1, kRingSize = 2, kResources = 3, kMalformed = 4,
+                                      kPermission = 5 };  // kPermission: the client's uid is not allowed
 
 // Hello, 32 bytes, both directions.  The client sends kClientHello; the server answers
 // kAccept with three descriptors attached (SCM_RIGHTS, in this order: the region memfd, the
