@@ -100,7 +100,13 @@ class ShmTransport final : public Transport {
       Hello h;
       h.type = static_cast<uint16_t>(HelloType::kClientHello);
       h.ring_bytes = o.ring_given ? o.ring : 0;
-      unreachable = shm::send_hello(fd.get(), h, nullptr, 0);
+      Status sent = shm::send_hello(fd.get(), h, nullptr, 0);
+      // A server that refuses us before reading our hello (uid, admission) has answered
+      // and closed already: its reject waits in our receive queue, so read it rather than
+      // report the broken pipe.
+      const bool answered =
+          sent.detail_kind() == DetailKind::kErrno && (sent.detail() == EPIPE || sent.detail() == ECONNRESET);
+      if (!answered) unreachable = std::move(sent);
     }
     auto c = std::make_unique<ShmConnection>(loop, std::move(fd), ConnState::kConnecting, o, path);
     if (!unreachable.ok())
