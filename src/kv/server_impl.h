@@ -197,6 +197,8 @@ class ServerImpl {
   uint64_t used_memory();
   // What the transports hold outside the heap for our clients (mu_ held): see server.cc.
   uint64_t transport_memory_locked() const;
+  // Handshakes the listeners have in progress (any thread; see server.cc).
+  uint64_t handshakes_in_progress() const;
   void propagate(int db, std::span<const std::string_view> args);
 
   // --- server features the commands reach (mu_ held) -------------------------------------

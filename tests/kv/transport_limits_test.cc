@@ -23,6 +23,21 @@ uint64_t info_u64(const std::string& info, const std::string& key) {
   return std::stoull(info.substr(at + key.size() + 2));
 }
 
+std::string shm_path(const std::string& url) { return url.substr(std::strlen("shm://"), url.find('?') - 6); }
+
+// A raw UNIX connection to the shm listener that never sends its hello.
+int silent_shm_client(const std::string& path) {
+  const int s = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  std::strncpy(a.sun_path, path.c_str(), sizeof a.sun_path - 1);
+  if (::connect(s, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    ::close(s);
+    return -1;
+  }
+  return s;
+}
+
 // Polls fn() (true = done) for up to `ms`.
 bool eventually(const std::function<bool()>& fn, int ms = 10000) {
   for (int i = 0; i < ms / 10; ++i) {
@@ -66,6 +81,53 @@ TEST(TransportLimits, ShmRingsCountInUsedMemoryAndAgainstMaxmemory) {
   big->reset();
   ASSERT_TRUE(eventually([&] { return info_u64(s.info("memory"), "mem_transport_pinned") == 0; }));
   EXPECT_EQ(fmt((*tcp)->command({"SET", "k", "v"})), "+OK");
+}
+
+TEST(TransportLimits, ShmHandshakesInProgressCountAgainstMaxclients) {
+  if (!testing::shm_available()) GTEST_SKIP() << "shm transport not available";
+  ServerOptions o;
+  o.port = 0;
+  o.maxclients = 4;
+  o.extra_listen.push_back("shm://" + testing::unique_name("kv-hs") + "?connect_timeout_ms=60000");
+  ServerThread s(o);
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  const std::string path = shm_path(s.url("shm"));
+  auto first = Client::connect(s.url("tcp"));
+  ASSERT_TRUE(first.ok());
+  EXPECT_EQ(fmt((*first)->command({"PING"})), "+PONG");
+
+  // Three handshakes that never finish: with the one client, the server holds four.
+  std::vector<int> silent;
+  for (int i = 0; i < 3; ++i) {
+    const int fd = silent_shm_client(path);
+    ASSERT_GE(fd, 0);
+    silent.push_back(fd);
+  }
+  ASSERT_TRUE(eventually([&] { return info_u64(s.info("clients"), "handshakes_in_progress") == 3; }))
+      << s.info("clients");
+
+  // A fifth connection over tcp is refused like any client past maxclients ...
+  auto c = Client::connect(s.url("tcp"));
+  ASSERT_TRUE(c.ok());
+  auto r = (*c)->raw("", 1);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(fmt((*r)[0]), "-ERR max number of clients reached");
+  // ... and over shm before its handshake starts: a reject hello at once.
+  const int extra = silent_shm_client(path);
+  ASSERT_GE(extra, 0);
+  pollfd p{extra, POLLIN, 0};
+  ASSERT_EQ(::poll(&p, 1, 10000), 1) << "the refused shm client got no answer";
+  ::close(extra);
+  auto shm_client = Client::connect(s.url("shm"));
+  ASSERT_FALSE(shm_client.ok());
+  EXPECT_EQ(shm_client.status().code(), Code::kResourceExhausted) << shm_client.status().to_string();
+
+  // Once the handshakes are gone, clients are admitted again.
+  for (int fd : silent) ::close(fd);
+  ASSERT_TRUE(eventually([&] { return info_u64(s.info("clients"), "handshakes_in_progress") == 0; }));
+  auto later = Client::connect(s.url("shm"));
+  ASSERT_TRUE(later.ok()) << later.status().to_string();
+  EXPECT_EQ(fmt((*later)->command({"PING"})), "+PONG");
 }
 
 }  // namespace
