@@ -60,14 +60,10 @@ struct OptionRow {
   // to their defaults), then refined: .check(fn, note), .listener(), .default_is("...").
   static constexpr OptionRow number_row(std::string_view name, std::string_view fallback, uint64_t min, uint64_t max,
                                         uint64_t O::*field, std::string_view doc) {
-    OptionRow r{};
-    r.name = name;
-    r.kind = OptionKind::kNumber;
-    r.fallback = fallback;
+    OptionRow r = base_row(name, OptionKind::kNumber, fallback, doc);
     r.min = min;
     r.max = max;
     r.number = field;
-    r.doc = doc;
     return r;
   }
   static constexpr OptionRow bytes_row(std::string_view name, std::string_view fallback, uint64_t min, uint64_t max,
@@ -78,22 +74,23 @@ struct OptionRow {
   }
   static constexpr OptionRow bool_row(std::string_view name, std::string_view fallback, bool O::*field,
                                       std::string_view doc) {
-    OptionRow r{};
-    r.name = name;
-    r.kind = OptionKind::kBool;
-    r.fallback = fallback;
+    OptionRow r = base_row(name, OptionKind::kBool, fallback, doc);
     r.flag = field;
-    r.doc = doc;
     return r;
   }
   static constexpr OptionRow custom_row(std::string_view name, std::string_view fallback, OptionParseFn<O> parse,
                                         std::string_view range, std::string_view doc) {
-    OptionRow r{};
-    r.name = name;
-    r.kind = OptionKind::kCustom;
-    r.fallback = fallback;
+    OptionRow r = base_row(name, OptionKind::kCustom, fallback, doc);
     r.custom = parse;
     r.range_note = range;
+    return r;
+  }
+  static constexpr OptionRow base_row(std::string_view name, OptionKind kind, std::string_view fallback,
+                                      std::string_view doc) {
+    OptionRow r{};
+    r.name = name;
+    r.kind = kind;
+    r.fallback = fallback;
     r.doc = doc;
     return r;
   }

@@ -174,30 +174,17 @@ TEST_F(ShmTest, ServerRejectsIncompatibleClientHello) {
 // A fake server: accepts, checks the client's hello, answers with `reply`.
 Status connect_to_fake_server(EventLoop& loop, const std::string& query, const shm::Hello* reply,
                               shm::Hello* client_hello = nullptr, bool hang_up = false) {
-  const std::string path = test_dir() + "/" + unique_name("fake") + ".sock";
-  const int ls = raw_listen(path);
-  if (ls < 0) return Status(Code::kInternal, "raw listen");
-  Status st = Status(Code::kInProgress, "");
-  auto c = connect(loop, "shm://" + path + query, [&](Connection&, Status s) { st = s; });
-  if (!c.ok()) {
-    close(ls);
-    return c.status();
-  }
-  int s = accept(ls, nullptr, nullptr);
-  shm::Hello h;
-  if (recv(s, &h, sizeof h, MSG_WAITALL) != ssize_t(sizeof h)) st = Status(Code::kInternal, "no client hello");
-  if (client_hello != nullptr) *client_hello = h;
-  if (reply != nullptr) (void)!send(s, reply, sizeof *reply, 0);
-  if (hang_up) {
-    close(s);
-    s = -1;
-  }
-  if (st.in_progress()) (void)run_until(loop, [&] { return !st.in_progress(); }, 10000);
-  if (s >= 0) close(s);
-  close(ls);
-  unlink(path.c_str());
-  EXPECT_EQ((*c)->state(), st.ok() ? ConnState::kConnected : ConnState::kError);
-  return st;
+  return against_fake_server(
+      loop,
+      [&](int& sock, const shm::Hello& h) {
+        if (client_hello != nullptr) *client_hello = h;
+        if (reply != nullptr) (void)!send(sock, reply, sizeof *reply, 0);
+        if (hang_up) {
+          close(sock);
+          sock = -1;
+        }
+      },
+      query);
 }
 
 TEST_F(ShmTest, ClientReportsBadServerAnswers) {

@@ -207,27 +207,8 @@ TEST_F(ShmHostile, HugeRingRequestIsRefusedAndRingsAreAccounted) {
 
 // --- forged servers ------------------------------------------------------------------------
 
-// A raw listener at a fresh path that answers the client's hello with `answer(sock)`.
-// Returns the client's outcome.
 Status against_forged_server(EventLoop& loop, const std::function<void(int)>& answer, const std::string& query = "") {
-  const std::string path = test_dir() + "/" + unique_name("forged") + ".sock";
-  const int ls = raw_listen(path);
-  if (ls < 0) return Status(Code::kInternal, "raw listen");
-  Status st = Status(Code::kInProgress, "");
-  auto c = connect(loop, "shm://" + path + query, [&](Connection&, Status s) { st = s; });
-  if (!c.ok()) {
-    close(ls);
-    return c.status();
-  }
-  const int s = accept(ls, nullptr, nullptr);
-  shm::Hello h;
-  if (recv(s, &h, sizeof h, MSG_WAITALL) != ssize_t(sizeof h)) st = Status(Code::kInternal, "no client hello");
-  answer(s);
-  if (st.in_progress()) (void)run_until(loop, [&] { return !st.in_progress(); }, 10000);
-  close(s);
-  close(ls);
-  unlink(path.c_str());
-  return st;
+  return against_fake_server(loop, [&](int& sock, const shm::Hello&) { answer(sock); }, query);
 }
 
 // What a real server sends: a sealed region, two non-blocking eventfds.

@@ -182,4 +182,30 @@ inline bool readable(int fd) {
 }
 
 
+// A fake server at a fresh path: accepts the client's connection, reads its hello and lets
+// `answer(sock, hello)` reply (it may close the socket and set it to -1); then runs the
+// loop until the client's connect callback.  Returns what the client reported.
+inline Status against_fake_server(EventLoop& loop, const std::function<void(int& sock, const shm::Hello&)>& answer,
+                                  const std::string& query = "") {
+  const std::string path = test_dir() + "/" + unique_name("fake") + ".sock";
+  const int ls = raw_listen(path);
+  if (ls < 0) return Status(Code::kInternal, "raw listen");
+  Status st = Status(Code::kInProgress, "");
+  auto c = connect(loop, "shm://" + path + query, [&](Connection&, Status s) { st = s; });
+  if (!c.ok()) {
+    close(ls);
+    return c.status();
+  }
+  int s = accept(ls, nullptr, nullptr);
+  shm::Hello h;
+  if (recv(s, &h, sizeof h, MSG_WAITALL) != ssize_t(sizeof h)) st = Status(Code::kInternal, "no client hello");
+  answer(s, h);
+  if (st.in_progress()) (void)run_until(loop, [&] { return !st.in_progress(); }, 10000);
+  if (s >= 0) close(s);
+  close(ls);
+  unlink(path.c_str());
+  EXPECT_EQ((*c)->state(), st.ok() ? ConnState::kConnected : ConnState::kError);
+  return st;
+}
+
 }  // namespace conduit::transport
