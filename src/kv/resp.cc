@@ -24,7 +24,7 @@ const char* find_cr(const char* p, size_t n) { return static_cast<const char*>(s
 void RequestParser::reset() {
   state_ = State::kIdle;
   args_.clear();
-  saved_.clear();
+  spans_.clear();
   inline_storage_.clear();
   pos_ = 0;
   remaining_ = 0;
@@ -36,7 +36,7 @@ RequestParser::Outcome RequestParser::fail(const char* msg) {
   error_ = msg;
   state_ = State::kIdle;
   args_.clear();
-  saved_.clear();
+  spans_.clear();
   pos_ = 0;
   bulk_len_ = -1;
   return Outcome::kError;
@@ -63,29 +63,23 @@ RequestParser::Outcome RequestParser::parse(const char* data, size_t len, size_t
       return Outcome::kEmpty;
     }
     args_.clear();
+    spans_.clear();
     inline_storage_.clear();
-    if (args_.capacity() < static_cast<size_t>(count)) args_.reserve(std::min<size_t>(static_cast<size_t>(count), 1024));
+    // A declared count allocates nothing up front beyond a small reserve: memory follows
+    // the arguments that actually arrive.
+    if (spans_.capacity() < static_cast<size_t>(count)) spans_.reserve(std::min<size_t>(static_cast<size_t>(count), 1024));
     remaining_ = static_cast<uint64_t>(count);
     pos_ = line + 2;
     bulk_len_ = -1;
     state_ = State::kMultibulk;
-  } else {
-    // Resuming: the input may have moved; rebuild the views from saved offsets.
-    args_.clear();
-    for (const auto& [off, n] : saved_) args_.emplace_back(data + off, n);
-    saved_.clear();
   }
+  // Resuming needs no work: arguments are kept as offsets from the command's first byte,
+  // so input that moved in memory is fine and each byte is looked at once.
   return parse_multibulk(data, len, consumed);
 }
 
 RequestParser::Outcome RequestParser::parse_multibulk(const char* data, size_t len, size_t* consumed) {
-  auto need_more = [&] {
-    saved_.clear();
-    saved_.reserve(args_.size());
-    for (std::string_view a : args_) saved_.emplace_back(static_cast<size_t>(a.data() - data), a.size());
-    args_.clear();
-    return Outcome::kNeedMore;
-  };
+  auto need_more = [] { return Outcome::kNeedMore; };
   while (remaining_ > 0) {
     if (bulk_len_ < 0) {
       if (pos_ >= len) return need_more();
@@ -115,11 +109,15 @@ RequestParser::Outcome RequestParser::parse_multibulk(const char* data, size_t l
       if (bulk_len_ >= kBigArg) hint_ = pos_ + need;
       return need_more();
     }
-    args_.emplace_back(data + pos_, static_cast<size_t>(bulk_len_));
+    spans_.emplace_back(pos_, static_cast<size_t>(bulk_len_));
     pos_ += need;  // like Redis, the two bytes after the payload are not inspected
     bulk_len_ = -1;
     --remaining_;
   }
+  // Complete: the views are built once, from the offsets (O(arguments) per command).
+  args_.resize(spans_.size());
+  for (size_t i = 0; i < spans_.size(); ++i) args_[i] = std::string_view(data + spans_[i].first, spans_[i].second);
+  spans_.clear();
   *consumed = pos_;
   state_ = State::kIdle;
   pos_ = 0;

@@ -69,9 +69,10 @@ class RequestParser {
 
   ProtocolLimits limits_;
   State state_ = State::kIdle;
-  std::vector<std::string_view> args_;
-  // While kNeedMore: args_ saved as offsets from the command's first byte.
-  std::vector<std::pair<size_t, size_t>> saved_;
+  std::vector<std::string_view> args_;  // the last complete command (views)
+  // The command being parsed: (offset from its first byte, length) per argument read so
+  // far.  Offsets survive the input moving between calls, so resuming costs nothing.
+  std::vector<std::pair<size_t, size_t>> spans_;
   std::vector<std::string> inline_storage_;
   size_t pos_ = 0;        // next unparsed byte, relative to the command's first byte
   uint64_t remaining_ = 0;  // arguments still to read
