@@ -15,13 +15,6 @@ namespace conduit::kv {
 
 namespace {
 
-Status corrupt(const std::string& path, uint64_t offset, const std::string& why) {
-  return Status(Code::kProtocolError,
-                "the append-only file " + path + " is corrupt at offset " + std::to_string(offset) + " (" + why +
-                    "), before its last record; refusing to load it. Restore a backup, or truncate the file to " +
-                    std::to_string(offset) + " bytes to keep the commands before the damage and lose the rest");
-}
-
 std::string dir_of(const std::string& path) {
   const size_t slash = path.rfind('/');
   if (slash == std::string::npos) return ".";
@@ -51,59 +44,6 @@ bool write_all(int fd, const char* p, size_t n, size_t* written) {
 }
 
 }  // namespace
-
-Result<AofLoadResult> load_aof(const std::string& path, bool allow_truncated_tail, const ProtocolLimits& limits,
-                               const AofExecutor& exec) {
-  AofLoadResult r;
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd) {
-    if (errno == ENOENT) return r;
-    return Status::FromErrnoAuto(errno, "aof: open " + path);
-  }
-  RequestParser parser(limits);
-  ByteBuffer buf;
-  uint64_t offset = 0;  // file offset of buf.data()
-  bool eof = false;
-  while (!eof) {
-    const size_t want = std::max<size_t>(1 << 20, parser.bytes_hint() > buf.size() ? parser.bytes_hint() - buf.size() : 0);
-    char* dst = buf.prepare(want);
-    const ssize_t n = ::read(fd.get(), dst, want);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return Status::FromErrnoAuto(errno, "aof: read " + path);
-    }
-    if (n == 0) eof = true;
-    buf.commit(static_cast<size_t>(n));
-    while (!buf.empty()) {
-      if (!parser.in_progress() && buf.data()[0] != '*')
-        return corrupt(path, offset, "expected '*', found byte " + std::to_string(static_cast<unsigned char>(buf.data()[0])));
-      size_t consumed = 0;
-      const auto outcome = parser.parse(buf.data(), buf.size(), &consumed);
-      if (outcome == RequestParser::Outcome::kNeedMore) break;
-      if (outcome == RequestParser::Outcome::kError) return corrupt(path, offset, parser.error());
-      if (outcome == RequestParser::Outcome::kCommand) {
-        Status s = exec(parser.args());
-        if (!s.ok()) return corrupt(path, offset, std::string(s.message()));
-        ++r.commands;
-      }
-      buf.consume(consumed);
-      offset += consumed;
-    }
-  }
-  r.bytes = offset;
-  if (!buf.empty()) {
-    r.truncated_bytes = buf.size();
-    if (!allow_truncated_tail)
-      return Status(Code::kProtocolError, "the append-only file " + path + " ends with an incomplete command at offset " +
-                                              std::to_string(offset) + " (" + std::to_string(buf.size()) +
-                                              " bytes); aof-load-truncated is off, refusing to load it");
-    CONDUIT_LOG(kWarn) << "aof: " << path << " ends with an incomplete command (" << buf.size()
-                       << " bytes at offset " << offset << ", probably a crash mid-write): dropping it and truncating the file";
-    if (::truncate(path.c_str(), static_cast<off_t>(offset)) != 0)
-      return Status::FromErrnoAuto(errno, "aof: truncate " + path + " to " + std::to_string(offset));
-  }
-  return r;
-}
 
 // --- Aof --------------------------------------------------------------------------------------
 

@@ -18,6 +18,11 @@ void CommandContext::propagate_as(std::span<const std::string_view> args) {
   rewritten = true;
 }
 
+void CommandContext::also_propagate(std::span<const std::string_view> args) {
+  server.propagate(db->index(), args);
+  propagated = true;
+}
+
 std::string_view CommandContext::own(std::string s) {
   server.prop_storage_.push_back(std::move(s));  // a deque: earlier views stay valid
   return server.prop_storage_.back();
@@ -314,7 +319,8 @@ void append_cmd(CommandContext& ctx) {
   Entry* e = lookup_write(ctx, ctx.arg(1));
   if (e != nullptr && !check_type(ctx, e, Type::kString)) return;
   const size_t cur = e != nullptr ? e->str.size() : 0;
-  if (cur + ctx.arg(2).size() > ctx.server.options_.limits.max_bulk_len)
+  // The AOF loader obeys what the file says: the limit of the moment is a client limit.
+  if (!ctx.client.internal && cur + ctx.arg(2).size() > ctx.server.options_.limits.max_bulk_len)
     return ctx.error("ERR string exceeds maximum allowed size (proto-max-bulk-len)");
   if (e == nullptr) e = ctx.db->add(ctx.arg(1));
   e->str.append(ctx.arg(2));

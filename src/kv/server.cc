@@ -211,7 +211,7 @@ Status ServerImpl::start() {
     loading_ = true;
     const uint64_t t0 = monotonic_ns();
     std::lock_guard<std::mutex> lock(mu_);
-    auto r = load_aof(path, options_.aof_load_truncated, options_.limits,
+    auto r = load_aof(path, options_.aof_load_truncated,
                       [&](std::span<const std::string_view> args) -> Status {
                         sink.clear();
                         execute(loader, args, w);
@@ -436,7 +436,7 @@ void ServerImpl::execute(ClientState& client, std::span<const std::string_view> 
   ++stats_.commands_processed;
   if (ctx.dirty > 0) {
     rdb_changes_since_save_ += ctx.dirty;
-    if (aof_ && !loading_) aof_->feed(ctx.db->index(), ctx.rewritten ? std::span<const std::string_view>(prop_args_) : argv);
+    if (aof_ && !loading_ && !ctx.propagated) aof_->feed(ctx.db->index(), ctx.rewritten ? std::span<const std::string_view>(prop_args_) : argv);
   }
   if (ctx.rewritten) {
     prop_args_.clear();

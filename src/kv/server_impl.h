@@ -83,6 +83,7 @@ struct CommandContext {
   const CommandDef* cmd;
   uint64_t dirty = 0;     // changes made; > 0 propagates the command
   bool rewritten = false; // propagate prop_args (set by propagate_as) instead of argv
+  bool propagated = false; // the command fed the AOF itself (also_propagate): nothing more
 
   size_t argc() const { return argv.size(); }
   std::string_view arg(size_t i) const { return argv[i]; }
@@ -93,6 +94,9 @@ struct CommandContext {
   // returns (use own() for computed strings).
   void propagate_as(std::initializer_list<std::string_view> args);
   void propagate_as(std::span<const std::string_view> args);
+  // Feeds one of several commands that stand for this one (a huge SPOP COUNT as SREM
+  // batches), now, in order; argv is then not propagated.
+  void also_propagate(std::span<const std::string_view> args);
   std::string_view own(std::string s);
 };
 

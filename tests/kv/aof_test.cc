@@ -162,8 +162,8 @@ TEST(Aof, CorruptionBeforeTheEndRefusesToStart) {
   ServerThread s(aof_options(dir));
   ASSERT_FALSE(s.ok());
   const std::string msg = s.status().to_string();
-  EXPECT_NE(msg.find("corrupt at offset " + std::to_string(at)), std::string::npos) << msg;
-  EXPECT_NE(msg.find("refusing"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("damaged at offset " + std::to_string(at)), std::string::npos) << msg;
+  EXPECT_NE(msg.find("Refusing"), std::string::npos) << msg;
   // Unknown commands and failing commands count as corruption too.
   TempDir dir2;
   append_file(aof_path(dir2), "*1\r\n$7\r\nNOTACMD\r\n*2\r\n$3\r\nGET\r\n$1\r\nk\r\n");
