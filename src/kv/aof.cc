@@ -153,7 +153,14 @@ Result<int> Aof::start_rewrite(const std::function<bool(int fd)>& write_snapshot
     // Child: only the snapshot, then _exit (no destructors, no atexit, no stdio flush).
     rd.reset();
     const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    bool ok = fd >= 0 && write_snapshot(fd) && ::fsync(fd) == 0;
+    // Nothing may unwind out of here: an exception (out of memory) caught by the server's
+    // handlers would leave the child running a copy of the server.
+    bool ok = false;
+    try {
+      ok = fd >= 0 && write_snapshot(fd) && ::fsync(fd) == 0;
+    } catch (...) {
+      ok = false;
+    }
     if (fd >= 0 && ::close(fd) != 0) ok = false;
     ::_exit(ok ? 0 : 1);
   }

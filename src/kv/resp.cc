@@ -56,8 +56,10 @@ RequestParser::Outcome RequestParser::parse(const char* data, size_t len, size_t
     const size_t line = static_cast<size_t>(cr - data);
     if (line + 2 > len) return Outcome::kNeedMore;  // "\r" seen, "\n" not yet
     int64_t count;
-    if (!string2ll(data + 1, line - 1, &count) || count > static_cast<int64_t>(limits_.max_multibulk_len))
-      return fail("ERR Protocol error: invalid multibulk length");
+    if (!string2ll(data + 1, line - 1, &count)) return fail("ERR Protocol error: invalid multibulk length");
+    if (count > static_cast<int64_t>(std::min<uint64_t>(limits_.max_multibulk_len, INT64_MAX)))
+      return fail(limits_.unauthenticated ? "ERR Protocol error: unauthenticated multibulk length"
+                                          : "ERR Protocol error: invalid multibulk length");
     if (count <= 0) {
       *consumed = line + 2;
       return Outcome::kEmpty;
@@ -99,8 +101,10 @@ RequestParser::Outcome RequestParser::parse_multibulk(const char* data, size_t l
       const size_t line = static_cast<size_t>(cr - (data + pos_));
       if (line + 2 > avail) return need_more();
       int64_t n;
-      if (!string2ll(data + pos_ + 1, line - 1, &n) || n < 0 || static_cast<uint64_t>(n) > limits_.max_bulk_len)
-        return fail("ERR Protocol error: invalid bulk length");
+      if (!string2ll(data + pos_ + 1, line - 1, &n) || n < 0) return fail("ERR Protocol error: invalid bulk length");
+      if (static_cast<uint64_t>(n) > limits_.max_bulk_len)
+        return fail(limits_.unauthenticated ? "ERR Protocol error: unauthenticated bulk length"
+                                            : "ERR Protocol error: invalid bulk length");
       pos_ += line + 2;
       bulk_len_ = n;
     }
@@ -284,6 +288,7 @@ void ByteBuffer::grow(size_t n) {
 // --- ReplyWriter --------------------------------------------------------------------------
 
 void ReplyWriter::header(char type, int64_t n) {
+  if (!fits(24)) return;
   char* p = out_->prepare(24);
   p[0] = type;
   size_t k = 1 + ll2string(p + 1, n);
@@ -293,6 +298,7 @@ void ReplyWriter::header(char type, int64_t n) {
 }
 
 void ReplyWriter::simple(std::string_view s) {
+  if (!fits(s.size() + 3)) return;
   char* p = out_->prepare(s.size() + 3);
   p[0] = '+';
   std::memcpy(p + 1, s.data(), s.size());
@@ -305,6 +311,7 @@ void ReplyWriter::simple(std::string_view s) {
 }
 
 void ReplyWriter::error(std::string_view s) {
+  if (!fits(s.size() + 3)) return;
   char* p = out_->prepare(s.size() + 3);
   p[0] = '-';
   std::memcpy(p + 1, s.data(), s.size());
@@ -318,6 +325,7 @@ void ReplyWriter::error(std::string_view s) {
 void ReplyWriter::integer(int64_t v) { header(':', v); }
 
 void ReplyWriter::bulk(std::string_view s) {
+  if (!fits(s.size() + 26)) return;
   char* p = out_->prepare(s.size() + 26);
   p[0] = '$';
   size_t k = 1 + ull2string(p + 1, s.size());
@@ -331,6 +339,7 @@ void ReplyWriter::bulk(std::string_view s) {
 }
 
 void ReplyWriter::null() {
+  if (!fits(5)) return;
   if (resp3())
     out_->append("_\r\n", 3);
   else
@@ -338,6 +347,7 @@ void ReplyWriter::null() {
 }
 
 void ReplyWriter::null_array() {
+  if (!fits(5)) return;
   if (resp3())
     out_->append("_\r\n", 3);
   else
@@ -361,6 +371,7 @@ void ReplyWriter::dbl(double d) {
   else
     n = std::snprintf(buf, sizeof buf, "%.17g", d);
   if (resp3()) {
+    if (!fits(static_cast<size_t>(n) + 3)) return;
     char* p = out_->prepare(static_cast<size_t>(n) + 3);
     p[0] = ',';
     std::memcpy(p + 1, buf, static_cast<size_t>(n));
@@ -375,6 +386,7 @@ void ReplyWriter::dbl(double d) {
 void ReplyWriter::verbatim(std::string_view s, std::string_view fmt) {
   if (!resp3()) return bulk(s);
   header('=', static_cast<int64_t>(s.size() + fmt.size() + 1));
+  if (!fits(fmt.size() + s.size() + 3)) return;
   out_->append(fmt);
   out_->push_back(':');
   out_->append(s);

@@ -16,6 +16,7 @@
 
 #include "conduit/base/clock.h"
 #include "conduit/base/log.h"
+#include "client_limits.h"
 #include "numbers.h"
 #include "server_impl.h"
 
@@ -215,6 +216,7 @@ Status ServerImpl::start() {
                       [&](std::span<const std::string_view> args) -> Status {
                         sink.clear();
                         execute(loader, args, w);
+                        if (w.failed()) return Status(Code::kResourceExhausted, "out of memory while loading");
                         if (!sink.empty() && sink.data()[0] == '-')
                           return Status(Code::kProtocolError, "command '" + std::string(args[0].substr(0, 64)) +
                                                                   "' failed: " +
@@ -432,16 +434,35 @@ void ServerImpl::execute(ClientState& client, std::span<const std::string_view> 
   }
   CommandContext ctx{*this, client, dbs_[static_cast<size_t>(client.db)].get(), reply, argv, cmd};
   client.last_cmd = cmd;
-  cmd->fn(ctx);
-  ++stats_.commands_processed;
-  if (ctx.dirty > 0) {
-    rdb_changes_since_save_ += ctx.dirty;
-    if (aof_ && !loading_ && !ctx.propagated) aof_->feed(ctx.db->index(), ctx.rewritten ? std::span<const std::string_view>(prop_args_) : argv);
+  try {
+    cmd->fn(ctx);
+    ++stats_.commands_processed;
+    if (ctx.dirty > 0) {
+      rdb_changes_since_save_ += ctx.dirty;
+      if (aof_ && !loading_ && !ctx.propagated) aof_->feed(ctx.db->index(), ctx.rewritten ? std::span<const std::string_view>(prop_args_) : argv);
+    }
+  } catch (const std::bad_alloc&) {
+    out_of_memory_locked(cmd, reply);
+  } catch (const std::length_error&) {
+    out_of_memory_locked(cmd, reply);
   }
   if (ctx.rewritten) {
     prop_args_.clear();
     prop_storage_.clear();
   }
+}
+
+// An allocation failed inside a command.  The process stays up (Redis aborts here): the
+// reply is incomplete, so the writer fails and the caller closes that client.  A write
+// may have been applied in part and was not logged as it was: the AOF is rewritten from
+// memory so that file and memory agree again.
+void ServerImpl::out_of_memory_locked(const CommandDef* cmd, ReplyWriter& reply) {
+  reply.fail();
+  CONDUIT_LOG(kError) << "conduit-kv: out of memory while running " << cmd->name << ": closing that client"
+                      << ((cmd->flags & kCmdWrite) && aof_ && !loading_ ? "; rewriting the AOF from memory" : "");
+  // Started by the cron, once this command's memory is given back (and after a rewrite
+  // already running, whose snapshot predates the change).
+  if ((cmd->flags & kCmdWrite) && aof_ && !loading_) rewrite_needed_ = true;
 }
 
 Entry* ServerImpl::lookup(Database& db, std::string_view key) {
@@ -515,7 +536,15 @@ void ServerImpl::on_accept(Worker& w, std::unique_ptr<transport::Connection> con
     w.loop->destroy_later(std::move(conn));
     return;
   }
-  auto* c = new ClientConn;
+  ClientConn* c = nullptr;
+  try {
+    c = new ClientConn;
+  } catch (const std::bad_alloc&) {
+    CONDUIT_LOG(kError) << "conduit-kv: out of memory accepting a " << scheme << " client from " << peer;
+    conn->close();
+    w.loop->destroy_later(std::move(conn));
+    return;
+  }
   c->server = this;
   c->worker = &w;
   c->conn = std::move(conn);
@@ -525,11 +554,10 @@ void ServerImpl::on_accept(Worker& w, std::unique_ptr<transport::Connection> con
   c->last_write_progress_ms = coarse_now_ms();
   {
     std::lock_guard<std::mutex> lock(mu_);
-    c->parser.set_limits(options_.limits);
-    c->limits_gen = limits_gen_;
     c->state.id = next_client_id_++;
     c->state.conn = c;
     c->state.authenticated = options_.requirepass.empty();
+    apply_limits_locked(c);
     c->state.created_ms = c->state.last_interaction_ms = coarse_ms_;
     c->next = w.clients_head;
     if (w.clients_head != nullptr) w.clients_head->prev = c;
@@ -544,6 +572,18 @@ void ServerImpl::on_accept(Worker& w, std::unique_ptr<transport::Connection> con
 
 void ServerImpl::on_readable(ClientConn* c) {
   if (c->closed) return;
+  try {
+    read_and_run(c);
+  } catch (const std::bad_alloc&) {
+    // Growing this client's query buffer failed: close it, keep everyone else.
+    CONDUIT_LOG(kError) << "conduit-kv: out of memory for the input of client " << c->peer << " (query buffer "
+                        << c->query.size() << " bytes): closing it";
+    c->query.release();
+    close_client(c, "out of memory");
+  }
+}
+
+void ServerImpl::read_and_run(ClientConn* c) {
   Worker& w = *c->worker;
   transport::Connection& conn = *c->conn;
   // The read runs outside the lock: the workers' I/O goes on in parallel.
@@ -602,13 +642,11 @@ ServerImpl::BatchEnd ServerImpl::run_batch_locked(ClientConn* c, const char* dat
     return end;
   }
   invalidate_time();
-  if (c->limits_gen != limits_gen_) {
-    c->parser.set_limits(options_.limits);
-    c->limits_gen = limits_gen_;
-  }
+  apply_limits_locked(c);
   process_input_locked(c, data, len, from_query);
   c->stats_snap = c->conn->stats();
-  if (!c->closed && c->query.size() > options_.limits.max_query_buffer) {
+  const bool unauth = unauthenticated(c);
+  if (!c->closed && c->query.size() > query_buffer_limit(options_.limits, unauth)) {
     CONDUIT_LOG(kWarn) << "conduit-kv: closing client " << c->peer << " that reached max query buffer length ("
                        << c->query.size() << " bytes)";
     c->writer.error("ERR Protocol error: query buffer limit (client-query-buffer-limit) exceeded");
@@ -623,7 +661,19 @@ ServerImpl::BatchEnd ServerImpl::run_batch_locked(ClientConn* c, const char* dat
   // disk has room, and the cron keeps retrying the write.)
   end.wait_for_aof = aof_ && aof_->has_pending() && aof_->last_write_status().ok();
   end.hard_limit = options_.output_hard_limit;
+  end.unauthenticated = unauth;
   return end;
+}
+
+void ServerImpl::apply_limits_locked(ClientConn* c) {
+  const bool unauth = unauthenticated(c);
+  if (c->limits_gen != limits_gen_ || c->limits_unauth != unauth) {
+    if (c->parser.in_progress()) return;  // a command half read keeps the limits it began with
+    c->parser.set_limits(request_limits(options_.limits, unauth));
+    c->limits_gen = limits_gen_;
+    c->limits_unauth = unauth;
+  }
+  c->writer.set_limit(output_budget(options_.output_hard_limit, unauth));
 }
 
 void ServerImpl::process_input_locked(ClientConn* c, const char* data, size_t len, bool from_query) {
@@ -638,11 +688,26 @@ void ServerImpl::process_input_locked(ClientConn* c, const char* data, size_t le
       c->read_paused = true;
       break;
     }
+    if (c->limits_unauth != unauthenticated(c)) apply_limits_locked(c);  // AUTH just succeeded
     size_t consumed = 0;
     const auto outcome = c->parser.parse(data + off, len - off, &consumed);
     if (outcome == RequestParser::Outcome::kCommand) {
       execute(st, c->parser.args(), c->writer);
       off += consumed;
+      if (c->writer.failed()) {
+        // The reply would pass client-output-buffer-limit (or memory ran out, logged by
+        // out_of_memory_locked): it is incomplete, so the client goes now, without it.
+        if (c->writer.failed_over_limit())
+          CONDUIT_LOG(kWarn) << "conduit-kv: closing " << c->scheme << " client id=" << st.id << " " << c->peer
+                             << ": the reply to " << c->parser.args()[0].substr(0, 32)
+                             << " would exceed client-output-buffer-limit"
+                             << (unauthenticated(c) ? " for unauthenticated clients (1kb)" : "") << " with "
+                             << c->out.size() << " bytes already queued";
+        c->out.release();
+        close_client_locked(c, "output buffer limit");
+        off = len;
+        break;
+      }
     } else if (outcome == RequestParser::Outcome::kEmpty) {
       off += consumed;
     } else if (outcome == RequestParser::Outcome::kNeedMore) {
@@ -670,7 +735,7 @@ void ServerImpl::after_batch(ClientConn* c, BatchEnd end) {
   Worker& w = *c->worker;
   for (;;) {
     if (c->closed) return;
-    if (end.hard_limit > 0 && c->out.size() > end.hard_limit) {
+    if (over_hard_limit(c->out.size(), end.hard_limit, end.unauthenticated)) {
       CONDUIT_LOG(kWarn) << "conduit-kv: closing client " << c->peer << ": output buffer " << c->out.size()
                          << " bytes exceeds client-output-buffer-limit " << end.hard_limit;
       return close_client(c, "output buffer limit");
@@ -973,7 +1038,7 @@ void ServerImpl::clients_cron(Worker& w) {
       continue;
     }
     if (!c->out.empty()) {
-      if (options_.output_soft_limit > 0 && c->out.size() > options_.output_soft_limit) {
+      if (options_.output_soft_limit > 0 && counted_output(c->out.size()) > options_.output_soft_limit) {
         if (c->soft_limit_since_ms == 0) c->soft_limit_since_ms = now_ms_;
         if (now_ms_ - c->soft_limit_since_ms > static_cast<int64_t>(options_.output_soft_seconds) * 1000) {
           CONDUIT_LOG(kWarn) << "conduit-kv: closing client " << c->peer << ": output above the soft limit for "
@@ -1005,6 +1070,12 @@ void ServerImpl::aof_cron_locked() {
   if (!aof_) return;
   if (aof_->has_pending()) schedule_commit(*workers_[0]);
   if (aof_->rewrite_in_progress()) return;
+  if (rewrite_needed_) {
+    rewrite_needed_ = false;
+    CONDUIT_LOG(kInfo) << "aof: rewriting the file from memory after a command ran out of memory";
+    if (const std::string err = bgrewriteaof(); !err.empty()) CONDUIT_LOG(kError) << "conduit-kv: " << err;
+    return;
+  }
   const uint64_t pct = options_.auto_aof_rewrite_percentage;
   const uint64_t base = std::max<uint64_t>(aof_->base_size(), 1);
   if (pct > 0 && aof_->size() > options_.auto_aof_rewrite_min_size && (aof_->size() - base) * 100 / base >= pct) {
@@ -1068,6 +1139,7 @@ bool ServerImpl::write_snapshot(int fd) {
   };
   std::vector<std::string_view> args;
   std::vector<std::string> owned;
+  bool write_failed = false;
   auto emit_batched = [&](std::string_view cmd, std::string_view key, const auto& items, auto&& add_item) {
     constexpr size_t kBatch = 64;
     size_t in_batch = 0;
@@ -1082,6 +1154,8 @@ bool ServerImpl::write_snapshot(int fd) {
       add_item(it);
       if (++in_batch == kBatch) {
         append_command(&buf, args);
+        // Written as it goes: the child's memory is one batch, not the biggest key.
+        if (!drain(false)) write_failed = true;
         in_batch = 0;
       }
     }
@@ -1147,7 +1221,7 @@ bool ServerImpl::write_snapshot(int fd) {
         const std::string_view a[3] = {"PEXPIREAT", key, std::string_view(t, ll2string(t, e->expire_ms))};
         append_command(&buf, a);
       }
-      ok = drain(false);
+      ok = drain(false) && !write_failed;
     });
     if (!ok) return false;
   }

@@ -120,6 +120,7 @@ struct ClientConn {
   std::string local;       // cached local address
   RequestParser parser;
   uint64_t limits_gen = 0; // ServerImpl::limits_gen_ the parser's limits come from
+  bool limits_unauth = false;  // the parser has the pre-AUTH limits (client_limits.h)
   ByteBuffer query;        // unparsed input held across reads (empty for most clients)
   ByteBuffer out;          // replies not yet written
   ReplyWriter writer{&out};
@@ -253,7 +254,14 @@ class ServerImpl {
   struct BatchEnd {
     bool wait_for_aof = false;  // replies must wait for the AOF write
     uint64_t hard_limit = 0;    // client-output-buffer-limit hard bytes
+    bool unauthenticated = false;
   };
+  // requirepass is set and this client has not authenticated: pre-AUTH limits apply.
+  bool unauthenticated(const ClientConn* c) const { return !c->state.authenticated && !options_.requirepass.empty(); }
+  // Parser limits and reply budget for c's current state (client_limits.h).
+  void apply_limits_locked(ClientConn* c);
+  void read_and_run(ClientConn* c);
+  void out_of_memory_locked(const CommandDef* cmd, ReplyWriter& reply);
   BatchEnd run_batch_locked(ClientConn* c, const char* data, size_t len, bool from_query);
   void process_input_locked(ClientConn* c, const char* data, size_t len, bool from_query);
   void after_batch(ClientConn* c, BatchEnd end);
@@ -304,6 +312,7 @@ class ServerImpl {
     void on_events(uint32_t) override { s->on_rewrite_done(); }
   } rewrite_watch_;
   int rewrite_fd_ = -1;
+  bool rewrite_needed_ = false;  // a write ran out of memory: the cron rewrites the AOF
 
   // instantaneous_ops_per_sec: samples of (time, commands) every cron tick.
   static constexpr int kOpsSamples = 16;

@@ -174,6 +174,17 @@ TEST(RequestParser, Limits) {
   EXPECT_TRUE(feed("*1\r\n$536870912\r\n").error.empty());
 }
 
+TEST(RequestParser, UnauthenticatedLimitsSayWhichLimit) {
+  ProtocolLimits l;
+  l.max_multibulk_len = 10;
+  l.max_bulk_len = 16384;
+  l.unauthenticated = true;
+  EXPECT_EQ(feed("*11\r\n", SIZE_MAX, l).error, "ERR Protocol error: unauthenticated multibulk length");
+  EXPECT_EQ(feed("*1\r\n$16385\r\n", SIZE_MAX, l).error, "ERR Protocol error: unauthenticated bulk length");
+  EXPECT_EQ(feed("*1\r\n$-5\r\n", SIZE_MAX, l).error, "ERR Protocol error: invalid bulk length");
+  EXPECT_TRUE(feed("*10\r\n$16384\r\n", SIZE_MAX, l).error.empty());
+}
+
 TEST(RequestParser, HugeCountDoesNotPreallocate) {
   RequestParser p;
   std::string in = "*1048576\r\n$1\r\na\r\n";
@@ -250,6 +261,30 @@ TEST(ReplyWriter, Resp3Forms) {
   w.dbl(0.5);
   w.verbatim("abc");
   EXPECT_EQ(str(b), "_\r\n_\r\n%2\r\n~3\r\n,0.5\r\n=7\r\ntxt:abc\r\n");
+}
+
+TEST(ReplyWriter, LimitStopsAReplyWhileItIsBuilt) {
+  ByteBuffer b;
+  ReplyWriter w(&b);
+  w.set_limit(100);
+  w.array(3);
+  w.bulk(std::string(40, 'a'));
+  EXPECT_FALSE(w.failed());
+  w.bulk(std::string(80, 'b'));  // would pass 100 bytes: not written
+  EXPECT_TRUE(w.failed());
+  EXPECT_TRUE(w.failed_over_limit());
+  const size_t held = b.size();
+  EXPECT_LE(held, 100u);
+  w.integer(1);  // everything after a failure is dropped
+  w.ok();
+  w.set_limit(UINT64_MAX);  // and stays failed
+  w.bulk("x");
+  EXPECT_EQ(b.size(), held);
+  ByteBuffer b2;
+  ReplyWriter w2(&b2);
+  w2.fail();  // out of memory: failed, not over the limit
+  EXPECT_TRUE(w2.failed());
+  EXPECT_FALSE(w2.failed_over_limit());
 }
 
 TEST(ReplyWriter, AppendCommand) {
