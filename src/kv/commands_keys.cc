@@ -1,7 +1,9 @@
 // Strings and keyspace commands.  Replies and errors follow Redis 7.0.
+#include <algorithm>
 #include <climits>
 #include <cmath>
 
+#include "expiry.h"
 #include "numbers.h"
 #include "server_impl.h"
 
@@ -69,8 +71,6 @@ std::string wrong_args(std::string_view cmd) { return "ERR wrong number of argum
 void delete_entry(CommandContext& ctx, Entry* e) { ctx.db->remove(e); }
 
 namespace {
-
-constexpr int64_t kMaxExpireMs = LLONG_MAX;
 
 std::string invalid_expire(std::string_view cmd) { return "ERR invalid expire time in '" + std::string(cmd) + "' command"; }
 
@@ -140,13 +140,8 @@ void set_cmd(CommandContext& ctx) {
     int64_t v;
     if (!get_ll(ctx, expire_arg, &v)) return;
     const bool seconds = (flags & (kEX | kEXAT)) != 0;
-    if (v <= 0 || (seconds && v > kMaxExpireMs / 1000)) return ctx.error(invalid_expire("set"));
-    if (seconds) v *= 1000;
-    if (flags & (kEX | kPX)) {
-      if (v > kMaxExpireMs - ctx.now_ms()) return ctx.error(invalid_expire("set"));
-      v += ctx.now_ms();
-    }
-    when = v;
+    if (v <= 0 || !expiry_ms(v, seconds ? 1000 : 1, (flags & (kEX | kPX)) ? ctx.now_ms() : 0, &when))
+      return ctx.error(invalid_expire("set"));
   }
   const std::string_view key = ctx.arg(1);
   Entry* e = lookup_write(ctx, key);
@@ -193,10 +188,7 @@ void setex_generic(CommandContext& ctx, bool seconds) {
   int64_t v;
   if (!get_ll(ctx, ctx.arg(2), &v)) return;
   const std::string_view name = seconds ? "setex" : "psetex";
-  if (v <= 0 || (seconds && v > kMaxExpireMs / 1000)) return ctx.error(invalid_expire(name));
-  if (seconds) v *= 1000;
-  if (v > kMaxExpireMs - ctx.now_ms()) return ctx.error(invalid_expire(name));
-  v += ctx.now_ms();
+  if (v <= 0 || !expiry_ms(v, seconds ? 1000 : 1, ctx.now_ms(), &v)) return ctx.error(invalid_expire(name));
   Entry* e = store_string(ctx, lookup_write(ctx, ctx.arg(1)), ctx.arg(1), ctx.arg(3), false);
   ctx.db->set_expire(e, v);
   ++ctx.dirty;
@@ -390,12 +382,7 @@ void expire_generic(CommandContext& ctx, int64_t base_ms, bool seconds) {
   if ((f & kNx) && (f & (kXx | kGt | kLt)))
     return ctx.error("ERR NX and XX, GT or LT options at the same time are not compatible");
   if ((f & kGt) && (f & kLt)) return ctx.error("ERR GT and LT options at the same time are not compatible");
-  if (seconds) {
-    if (when > LLONG_MAX / 1000 || when < LLONG_MIN / 1000) return ctx.error(invalid_expire(name));
-    when *= 1000;
-  }
-  if (when > LLONG_MAX - base_ms) return ctx.error(invalid_expire(name));
-  when += base_ms;
+  if (!expiry_ms(when, seconds ? 1000 : 1, base_ms, &when)) return ctx.error(invalid_expire(name));
   Entry* e = lookup_write(ctx, ctx.arg(1));
   if (e == nullptr) return ctx.reply.integer(0);
   const int64_t cur = e->expire_ms;
@@ -409,6 +396,9 @@ void expire_generic(CommandContext& ctx, int64_t base_ms, bool seconds) {
     ctx.propagate_as({"DEL", ctx.arg(1)});
     return ctx.reply.integer(1);
   }
+  // Only the AOF loader gets here with a time in the past; a negative one would read as
+  // "persistent" (-1): it is in the past all the same.
+  when = std::max<int64_t>(when, 0);
   ctx.db->set_expire(e, when);
   char buf[24];
   const size_t n = ll2string(buf, when);
@@ -424,10 +414,13 @@ void ttl_generic(CommandContext& ctx, bool ms, bool absolute) {
   Entry* e = lookup_read(ctx, ctx.arg(1));
   if (e == nullptr) return ctx.reply.integer(-2);
   if (e->expire_ms < 0) return ctx.reply.integer(-1);
-  if (absolute) return ctx.reply.integer(ms ? e->expire_ms : (e->expire_ms + 500) / 1000);
+  // Redis 7.0 rounds with (ms + 500) / 1000, which overflows for a key expiring at
+  // LLONG_MAX (EXPIRETIME then answers a negative number); the result is the same for
+  // every other value.
+  if (absolute) return ctx.reply.integer(ms ? e->expire_ms : ms_to_seconds_rounded(e->expire_ms));
   int64_t ttl = e->expire_ms - ctx.now_ms();
   if (ttl < 0) ttl = 0;
-  ctx.reply.integer(ms ? ttl : (ttl + 500) / 1000);
+  ctx.reply.integer(ms ? ttl : ms_to_seconds_rounded(ttl));
 }
 void ttl_cmd(CommandContext& ctx) { ttl_generic(ctx, false, false); }
 void pttl_cmd(CommandContext& ctx) { ttl_generic(ctx, true, false); }
@@ -492,7 +485,7 @@ void scan_cmd(CommandContext& ctx) {
     }
   }
   std::vector<Entry*> found;
-  int64_t iterations = count * 10;
+  int64_t iterations = count > INT64_MAX / 10 ? INT64_MAX : count * 10;
   do {
     cursor = ctx.db->table().scan(cursor, [&](Entry* e) { found.push_back(e); });
   } while (cursor != 0 && iterations-- > 0 && static_cast<int64_t>(found.size()) < count);
