@@ -1,5 +1,6 @@
 #include "aof.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -45,9 +46,46 @@ bool write_all(int fd, const char* p, size_t n, size_t* written) {
 
 }  // namespace
 
+namespace {
+
+// A rewrite's temporary file is named after the pid of the server that started it.  A
+// server killed during a rewrite (SIGKILL, power loss) leaves it behind; at start the
+// files of servers that no longer run are removed.  One of a live process (another
+// server sharing the directory, mid-rewrite) is left alone.
+void remove_stale_rewrite_files(const std::string& dir) {
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return;
+  constexpr std::string_view kPrefix = "temp-rewriteaof-bg-", kSuffix = ".aof";
+  while (const dirent* ent = ::readdir(d)) {
+    const std::string_view name = ent->d_name;
+    if (name.size() <= kPrefix.size() + kSuffix.size() || name.substr(0, kPrefix.size()) != kPrefix ||
+        name.substr(name.size() - kSuffix.size()) != kSuffix)
+      continue;
+    const std::string_view digits = name.substr(kPrefix.size(), name.size() - kPrefix.size() - kSuffix.size());
+    long pid = 0;
+    bool numeric = digits.size() <= 9;
+    for (char c : digits) {
+      numeric = numeric && c >= '0' && c <= '9';
+      pid = pid * 10 + (c - '0');
+    }
+    if (!numeric || pid <= 0) continue;
+    if (pid == ::getpid() || ::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM) continue;  // alive
+    const std::string file = dir + "/" + std::string(name);
+    if (::unlink(file.c_str()) == 0)
+      CONDUIT_LOG(kInfo) << "aof: removed " << file << ", left by an AOF rewrite of process " << pid
+                         << ", which no longer runs";
+    else
+      CONDUIT_LOG(kWarn) << "aof: cannot remove the stale rewrite file " << file << ": " << std::strerror(errno);
+  }
+  ::closedir(d);
+}
+
+}  // namespace
+
 // --- Aof --------------------------------------------------------------------------------------
 
 Result<std::unique_ptr<Aof>> Aof::open(const std::string& path, AppendFsync policy) {
+  remove_stale_rewrite_files(dir_of(path));
   UniqueFd fd(::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644));
   if (!fd) return Status::FromErrnoAuto(errno, "aof: open " + path + " for appending");
   struct stat st{};
