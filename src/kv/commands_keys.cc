@@ -283,23 +283,17 @@ void decrby_cmd(CommandContext& ctx) {
 
 void incrbyfloat_cmd(CommandContext& ctx) {
   Entry* e = lookup_write(ctx, ctx.arg(1));
-  double v = 0, by;
+  // long double arithmetic and "%.17Lf" without trailing zeros, as Redis: 0.1 + 0.2 is
+  // "0.3" (in double it would be 0.30000000000000004).
+  long double v = 0, by;
   if (e != nullptr) {
     if (!check_type(ctx, e, Type::kString)) return;
-    if (!string2d(e->str, &v)) return ctx.error(kNotFloat);
+    if (!string2ld(e->str, &v)) return ctx.error(kNotFloat);
   }
-  if (!get_double(ctx, ctx.arg(2), &by)) return;
+  if (!string2ld(ctx.arg(2), &by)) return ctx.error(kNotFloat);
   v += by;
   if (std::isnan(v) || std::isinf(v)) return ctx.error("ERR increment would produce NaN or Infinity");
-  char buf[64];
-  // Redis uses long double "%.17Lg" and strips trailing zeros; %.17g gives the same text
-  // for every double.
-  int n = std::snprintf(buf, sizeof buf, "%.17Lg", static_cast<long double>(v));
-  std::string s(buf, static_cast<size_t>(n));
-  if (s.find('.') != std::string::npos && s.find('e') == std::string::npos) {
-    while (!s.empty() && s.back() == '0') s.pop_back();
-    if (!s.empty() && s.back() == '.') s.pop_back();
-  }
+  const std::string s = ld2string_human(v);
   if (e == nullptr) e = ctx.db->add(ctx.arg(1));
   e->str = s;
   ++ctx.dirty;
@@ -455,16 +449,7 @@ void keys_cmd(CommandContext& ctx) {
 void scan_cmd(CommandContext& ctx) {
   const std::string_view cur = ctx.arg(1);
   uint64_t cursor = 0;
-  {
-    // strtoull semantics, whole string.
-    if (cur.empty() || cur.size() > 20) return ctx.error("ERR invalid cursor");
-    for (char c : cur) {
-      if (c < '0' || c > '9') return ctx.error("ERR invalid cursor");
-      const uint64_t d = static_cast<uint64_t>(c - '0');
-      if (cursor > (UINT64_MAX - d) / 10) return ctx.error("ERR invalid cursor");
-      cursor = cursor * 10 + d;
-    }
-  }
+  if (!string2cursor(cur, &cursor)) return ctx.error("ERR invalid cursor");
   int64_t count = 10;
   std::string_view pattern;
   bool use_pattern = false;

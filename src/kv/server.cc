@@ -24,29 +24,6 @@ extern "C" size_t __sanitizer_get_current_allocated_bytes() __attribute__((weak)
 
 namespace conduit::kv {
 
-std::string_view appendfsync_name(AppendFsync f) {
-  switch (f) {
-    case AppendFsync::kAlways: return "always";
-    case AppendFsync::kEverysec: return "everysec";
-    case AppendFsync::kNo: return "no";
-  }
-  return "?";
-}
-
-bool parse_appendfsync(std::string_view s, AppendFsync* out) {
-  if (eq_nocase(s, "always")) *out = AppendFsync::kAlways;
-  else if (eq_nocase(s, "everysec")) *out = AppendFsync::kEverysec;
-  else if (eq_nocase(s, "no")) *out = AppendFsync::kNo;
-  else return false;
-  return true;
-}
-
-namespace {
-bool parse_memory(std::string_view s, uint64_t* out);
-}  // namespace
-
-bool parse_memory_value(std::string_view s, uint64_t* out) { return parse_memory(s, out); }
-
 namespace {
 
 constexpr size_t kScratchBytes = 64 * 1024;     // one read per readable event, at most this
@@ -67,35 +44,6 @@ std::string human_bytes(uint64_t n) {
   else if (n < (1ull << 30)) std::snprintf(buf, sizeof buf, "%.2fM", d / (1 << 20));
   else std::snprintf(buf, sizeof buf, "%.2fG", d / (1ull << 30));
   return buf;
-}
-
-// Redis' memtoull: "100", "1k" (1000), "1kb" (1024), "1m", "1mb", "1g", "1gb".
-bool parse_memory(std::string_view s, uint64_t* out) {
-  size_t i = 0;
-  while (i < s.size() && s[i] >= '0' && s[i] <= '9') ++i;
-  if (i == 0) return false;
-  int64_t v;
-  if (!string2ll(s.substr(0, i), &v) || v < 0) return false;
-  const std::string_view unit = s.substr(i);
-  uint64_t mul = 1;
-  if (unit.empty() || eq_nocase(unit, "b")) mul = 1;
-  else if (eq_nocase(unit, "k")) mul = 1000;
-  else if (eq_nocase(unit, "kb")) mul = 1024;
-  else if (eq_nocase(unit, "m")) mul = 1000 * 1000;
-  else if (eq_nocase(unit, "mb")) mul = 1024 * 1024;
-  else if (eq_nocase(unit, "g")) mul = 1000ull * 1000 * 1000;
-  else if (eq_nocase(unit, "gb")) mul = 1024ull * 1024 * 1024;
-  else return false;
-  if (static_cast<uint64_t>(v) > UINT64_MAX / mul) return false;
-  *out = static_cast<uint64_t>(v) * mul;
-  return true;
-}
-
-bool parse_yesno(std::string_view s, bool* out) {
-  if (eq_nocase(s, "yes")) *out = true;
-  else if (eq_nocase(s, "no")) *out = false;
-  else return false;
-  return true;
 }
 
 bool is_loopback(const std::string& scheme, const std::string& peer) {
@@ -1404,159 +1352,21 @@ std::string ServerImpl::info(std::string_view sections_text) {
   return out;
 }
 
-namespace {
-
-struct ConfigItem {
-  const char* name;
-  bool mutable_;
-  std::string (*get)(const ServerImpl&);
-  // Returns "" or the reason the value was refused.
-  std::string (*set)(ServerImpl&, std::string_view);
-};
-
-std::string yesno(bool b) { return b ? "yes" : "no"; }
-
-std::string set_u32(uint32_t* dst, std::string_view v, uint32_t min, uint32_t max) {
-  int64_t n;
-  if (!string2ll(v, &n)) return "argument couldn't be parsed into an integer";
-  if (n < min || n > max) return "argument must be between " + std::to_string(min) + " and " + std::to_string(max) + " inclusive";
-  *dst = static_cast<uint32_t>(n);
-  return "";
-}
-
-std::string set_mem(uint64_t* dst, std::string_view v) {
-  uint64_t n;
-  if (!parse_memory(v, &n)) return "argument must be a memory value";
-  *dst = n;
-  return "";
-}
-
-const ConfigItem kConfig[] = {
-    {"bind", false, [](const ServerImpl& s) { return s.options_.bind; }, nullptr},
-    {"port", false, [](const ServerImpl& s) { return std::to_string(s.options_.port); }, nullptr},
-    {"shm-name", false, [](const ServerImpl& s) { return s.options_.shm_name; }, nullptr},
-    {"shm-busy-poll-us", false, [](const ServerImpl& s) { return std::to_string(s.options_.shm_busy_poll_us); }, nullptr},
-    {"rdma-port", false, [](const ServerImpl& s) { return std::to_string(std::max(s.options_.rdma_port, 0)); }, nullptr},
-    {"requirepass", true, [](const ServerImpl& s) { return s.options_.requirepass; },
-     [](ServerImpl& s, std::string_view v) {
-       s.options_.requirepass = std::string(v);
-       return std::string();
-     }},
-    {"protected-mode", true, [](const ServerImpl& s) { return yesno(s.options_.protected_mode); },
-     [](ServerImpl& s, std::string_view v) {
-       return parse_yesno(v, &s.options_.protected_mode) ? std::string() : std::string("argument must be 'yes' or 'no'");
-     }},
-    {"maxclients", true, [](const ServerImpl& s) { return std::to_string(s.options_.maxclients); },
-     [](ServerImpl& s, std::string_view v) { return set_u32(&s.options_.maxclients, v, 1, 1000000); }},
-    {"maxmemory", true, [](const ServerImpl& s) { return std::to_string(s.options_.maxmemory); },
-     [](ServerImpl& s, std::string_view v) { return set_mem(&s.options_.maxmemory, v); }},
-    {"maxmemory-policy", true, [](const ServerImpl&) { return std::string("noeviction"); },
-     [](ServerImpl&, std::string_view v) {
-       return eq_nocase(v, "noeviction") ? std::string() : std::string("only 'noeviction' is supported");
-     }},
-    {"databases", false, [](const ServerImpl& s) { return std::to_string(s.options_.databases); }, nullptr},
-    {"timeout", true, [](const ServerImpl& s) { return std::to_string(s.options_.timeout); },
-     [](ServerImpl& s, std::string_view v) { return set_u32(&s.options_.timeout, v, 0, INT32_MAX); }},
-    {"hz", true, [](const ServerImpl& s) { return std::to_string(s.options_.hz); },
-     [](ServerImpl& s, std::string_view v) { return set_u32(&s.options_.hz, v, 1, 500); }},
-    {"appendonly", false, [](const ServerImpl& s) { return yesno(s.aof_ != nullptr); }, nullptr},
-    {"appendfsync", true, [](const ServerImpl& s) { return std::string(appendfsync_name(s.options_.appendfsync)); },
-     [](ServerImpl& s, std::string_view v) {
-       if (!parse_appendfsync(v, &s.options_.appendfsync)) return std::string("argument(s) must be one of the following: always, everysec, no");
-       if (s.aof_) s.aof_->set_policy(s.options_.appendfsync);
-       return std::string();
-     }},
-    {"dir", false, [](const ServerImpl& s) { return s.options_.dir; }, nullptr},
-    {"appendfilename", false, [](const ServerImpl& s) { return s.options_.appendfilename; }, nullptr},
-    {"aof-load-truncated", true, [](const ServerImpl& s) { return yesno(s.options_.aof_load_truncated); },
-     [](ServerImpl& s, std::string_view v) {
-       return parse_yesno(v, &s.options_.aof_load_truncated) ? std::string() : std::string("argument must be 'yes' or 'no'");
-     }},
-    {"auto-aof-rewrite-percentage", true,
-     [](const ServerImpl& s) { return std::to_string(s.options_.auto_aof_rewrite_percentage); },
-     [](ServerImpl& s, std::string_view v) { return set_u32(&s.options_.auto_aof_rewrite_percentage, v, 0, INT32_MAX); }},
-    {"auto-aof-rewrite-min-size", true,
-     [](const ServerImpl& s) { return std::to_string(s.options_.auto_aof_rewrite_min_size); },
-     [](ServerImpl& s, std::string_view v) { return set_mem(&s.options_.auto_aof_rewrite_min_size, v); }},
-    {"proto-max-bulk-len", true, [](const ServerImpl& s) { return std::to_string(s.options_.limits.max_bulk_len); },
-     [](ServerImpl& s, std::string_view v) {
-       uint64_t n;
-       if (!parse_memory(v, &n) || n < 1024 * 1024) return std::string("argument must be a memory value of at least 1mb");
-       s.options_.limits.max_bulk_len = n;
-       s.limits_changed();
-       return std::string();
-     }},
-    {"client-query-buffer-limit", true,
-     [](const ServerImpl& s) { return std::to_string(s.options_.limits.max_query_buffer); },
-     [](ServerImpl& s, std::string_view v) {
-       uint64_t n;
-       if (!parse_memory(v, &n) || n < 1024 * 1024) return std::string("argument must be a memory value of at least 1mb");
-       s.options_.limits.max_query_buffer = n;
-       return std::string();
-     }},
-    {"client-output-buffer-limit", true,
-     [](const ServerImpl& s) {
-       return "normal " + std::to_string(s.options_.output_hard_limit) + " " + std::to_string(s.options_.output_soft_limit) +
-              " " + std::to_string(s.options_.output_soft_seconds);
-     },
-     [](ServerImpl& s, std::string_view v) {
-       std::vector<std::string> w;
-       std::string cur;
-       for (char ch : std::string(v) + " ") {
-         if (ch == ' ') {
-           if (!cur.empty()) w.push_back(cur);
-           cur.clear();
-         } else {
-           cur += ch;
-         }
-       }
-       if (w.size() != 4 || !eq_nocase(w[0], "normal")) return std::string("expected 'normal <hard> <soft> <soft-seconds>'");
-       uint64_t hard, soft;
-       int64_t secs;
-       if (!parse_memory(w[1], &hard) || !parse_memory(w[2], &soft) || !string2ll(w[3], &secs) || secs < 0)
-         return std::string("invalid client-output-buffer-limit values");
-       s.options_.output_hard_limit = hard;
-       s.options_.output_soft_limit = soft;
-       s.options_.output_soft_seconds = static_cast<uint32_t>(secs);
-       return std::string();
-     }},
-    {"client-output-pause-bytes", true,
-     [](const ServerImpl& s) { return std::to_string(s.options_.output_pause_bytes); },
-     [](ServerImpl& s, std::string_view v) {
-       uint64_t n;
-       if (!parse_memory(v, &n) || n < 1024) return std::string("argument must be a memory value of at least 1kb");
-       s.options_.output_pause_bytes = n;
-       return std::string();
-     }},
-    {"io-threads", false, [](const ServerImpl& s) { return std::to_string(s.options_.io_threads); }, nullptr},
-    {"save", true, [](const ServerImpl&) { return std::string(); },
-     [](ServerImpl&, std::string_view v) {
-       return v.empty() ? std::string() : std::string("RDB snapshots are not supported (use appendonly)");
-     }},
-    {"logfile", false, [](const ServerImpl& s) { return s.options_.logfile; }, nullptr},
-};
-
-}  // namespace
-
 std::vector<std::pair<std::string, std::string>> ServerImpl::config_get(std::string_view pattern) const {
-  std::vector<std::pair<std::string, std::string>> out;
-  for (const ConfigItem& item : kConfig)
-    if (glob_match(pattern, item.name, true)) out.emplace_back(item.name, item.get(*this));
-  return out;
+  return config_get_matching(options_, pattern);
 }
 
-std::string ServerImpl::config_set(std::string_view name, std::string_view value) {
-  for (const ConfigItem& item : kConfig) {
-    if (!eq_nocase(name, item.name)) continue;
-    if (!item.mutable_ || item.set == nullptr)
-      return "ERR CONFIG SET failed (possibly related to argument '" + std::string(item.name) +
-             "') - can't set immutable config";
-    const std::string err = item.set(*this, value);
-    if (!err.empty())
-      return "ERR CONFIG SET failed (possibly related to argument '" + std::string(item.name) + "') - " + err;
-    return "";
-  }
-  return "ERR Unknown option or number of arguments for CONFIG SET - '" + std::string(name) + "'";
+std::string ServerImpl::config_set(std::span<const std::pair<std::string_view, std::string_view>> pairs) {
+  const ServerOptions before = options_;
+  const std::string err = config_set_all(&options_, pairs);
+  if (!err.empty()) return err;
+  // What changing an option takes besides the new value.
+  if (aof_ && options_.appendfsync != before.appendfsync) aof_->set_policy(options_.appendfsync);
+  if (options_.limits.max_bulk_len != before.limits.max_bulk_len ||
+      options_.limits.max_multibulk_len != before.limits.max_multibulk_len ||
+      options_.limits.max_query_buffer != before.limits.max_query_buffer)
+    limits_changed();
+  return "";
 }
 
 // --- Server (public) --------------------------------------------------------------------------------

@@ -204,9 +204,10 @@ class ServerImpl {
 
   // --- server features the commands reach (mu_ held) -------------------------------------
   std::string info(std::string_view sections);
-  // CONFIG GET pattern -> (name, value) pairs; CONFIG SET name value -> error text or "".
+  // CONFIG GET pattern -> (name, value) pairs; CONFIG SET name value ... (all or nothing)
+  // -> the error reply or "".
   std::vector<std::pair<std::string, std::string>> config_get(std::string_view pattern) const;
-  std::string config_set(std::string_view name, std::string_view value);
+  std::string config_set(std::span<const std::pair<std::string_view, std::string_view>> pairs);
   std::string client_list_line(const ClientConn& c) const;
   // Live clients, oldest first (not those a CLIENT KILL is closing).
   std::vector<const ClientConn*> clients() const;
@@ -340,6 +341,10 @@ bool eq_nocase(std::string_view a, std::string_view b);
 std::string wrong_args(std::string_view cmd);
 // Redis' stringmatchlen: glob with * ? [...] and \ escapes.
 bool glob_match(std::string_view pattern, std::string_view s, bool nocase = false);
+// config.cc: CONFIG SET of several options at once, all or nothing, with Redis' errors;
+// CONFIG GET by glob pattern.
+std::string config_set_all(ServerOptions* o, std::span<const std::pair<std::string_view, std::string_view>> pairs);
+std::vector<std::pair<std::string, std::string>> config_get_matching(const ServerOptions& o, std::string_view pattern);
 // Deletes the key (a write: the caller counts dirty).
 void delete_entry(CommandContext& ctx, Entry* e);
 
