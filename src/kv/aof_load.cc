@@ -16,7 +16,9 @@
 // record start to its end, the damage is in the middle and the load is refused, naming
 // the damaged range and how to cut exactly it out -- never "truncate the file", which
 // would drop every acknowledged write after the damage.  Only a real torn tail is
-// dropped under aof-load-truncated.
+// dropped under aof-load-truncated.  (Redis 7.0 allocates the declared length and, when
+// the file ends first, treats the record as a truncated tail: with aof-load-truncated it
+// would drop everything after a corrupt length.  We refuse instead.)
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>

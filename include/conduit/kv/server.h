@@ -85,7 +85,10 @@ struct ServerOptions {
 
   ProtocolLimits limits;             // proto-max-bulk-len, client-query-buffer-limit, ...
   // client-output-buffer-limit (normal class): a client whose unsent replies exceed
-  // `hard` bytes is disconnected at once; one above `soft` bytes for `soft_seconds` too.
+  // `hard` bytes is disconnected at once (checked while a reply is built); one above `soft`
+  // bytes for `soft_seconds` too.  The first 16 KiB are not counted (as in Redis).  Redis'
+  // default is no limit (0 0 0); ours is 256 MB so that one command (an MGET of 18k names
+  // of a 1 MiB value) cannot take the server's memory: see docs/KV.md.
   uint64_t output_hard_limit = 256ull << 20;
   uint64_t output_soft_limit = 64ull << 20;
   uint32_t output_soft_seconds = 60;
