@@ -17,17 +17,8 @@ using testing::fmt;
 using testing::ServerThread;
 using testing::TempDir;
 
-std::string read_file(const std::string& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-void write_file(const std::string& p, const std::string& bytes) {
-  std::ofstream f(p, std::ios::binary | std::ios::trunc);
-  f << bytes;
-}
+using testing::read_file;
+using testing::write_file;
 
 std::string record(const std::vector<std::string>& args) {
   ByteBuffer b;

@@ -28,17 +28,8 @@ ServerOptions aof_options(const TempDir& dir, AppendFsync f = AppendFsync::kAlwa
   return o;
 }
 
-std::string read_file(const std::string& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-void append_file(const std::string& p, const std::string& bytes) {
-  std::ofstream f(p, std::ios::binary | std::ios::app);
-  f << bytes;
-}
+using testing::read_file;
+void append_file(const std::string& p, const std::string& bytes) { testing::write_file(p, bytes, true); }
 
 std::string aof_path(const TempDir& d) { return d.path() + "/appendonly.aof"; }
 
