@@ -38,10 +38,10 @@ ServerOptions aof_options(const TempDir& dir) {
 
 std::string aof_path(const TempDir& d) { return d.path() + "/appendonly.aof"; }
 
-// Every record of the file parses with the default client limits: the writer never writes
-// what a client could not have sent; SPOP's SREMs come in batches of 1024 members.
-void expect_within_client_limits(const std::string& content) {
-  RequestParser p;  // client limits
+// Every record of the file parses with the client limits: the writer never writes what a
+// client could not have sent; SPOP's SREMs come in batches of 1024 members.
+void expect_within_client_limits(const std::string& content, const ProtocolLimits& limits) {
+  RequestParser p(limits);
   size_t off = 0, max_srem = 0;
   while (off < content.size()) {
     size_t consumed = 0;
@@ -54,26 +54,30 @@ void expect_within_client_limits(const std::string& content) {
   EXPECT_EQ(max_srem, 1026u);  // SREM key + 1024 members
 }
 
+// The case is SPOP of 1.1M members against the 1,048,576-argument limit; the same
+// happens at any scale, so the client limit is lowered to 10,000 arguments here (fast
+// also under ASan).  SPOP of 25,000 used to be logged as one SREM of 25,002 arguments,
+// which the loader then refused.
 TEST(AofLoad, SpopCountLargerThanTheArgumentLimitSurvivesARestart) {
   TempDir dir;
-  constexpr int kMembers = 1'100'000;  // more than the 1,048,576 arguments a client may send
-  constexpr int kPopped = 1'060'000;
+  ServerOptions o = aof_options(dir);
+  o.limits.max_multibulk_len = 10'000;
+  constexpr int kMembers = 30'000, kPopped = 25'000;
   std::vector<std::string> left;
   {
-    ServerThread s(aof_options(dir));
+    ServerThread s(o);
     ASSERT_TRUE(s.ok()) << s.status().to_string();
     auto c = Client::connect(s.url("tcp"));
     ASSERT_TRUE(c.ok());
     std::vector<std::vector<std::string>> batch;
-    for (int i = 0; i < kMembers; i += 100'000) {
+    for (int i = 0; i < kMembers; i += 5'000) {
       std::vector<std::string> cmd = {"SADD", "s"};
-      for (int j = i; j < std::min(i + 100'000, kMembers); ++j) cmd.push_back("m" + std::to_string(j));
+      for (int j = i; j < i + 5'000; ++j) cmd.push_back("m" + std::to_string(j));
       batch.push_back(std::move(cmd));
     }
     ASSERT_TRUE((*c)->pipeline(batch).ok());
-    ASSERT_EQ(fmt((*c)->command({"SCARD", "s"})), ":" + std::to_string(kMembers));
     auto popped = (*c)->command({"SPOP", "s", std::to_string(kPopped)});
-    ASSERT_TRUE(popped.ok());
+    ASSERT_TRUE(popped.ok()) << popped.status().to_string();
     EXPECT_EQ(popped->elements.size(), static_cast<size_t>(kPopped));
     auto rest = (*c)->command({"SMEMBERS", "s"});
     ASSERT_TRUE(rest.ok());
@@ -81,8 +85,8 @@ TEST(AofLoad, SpopCountLargerThanTheArgumentLimitSurvivesARestart) {
     std::sort(left.begin(), left.end());
     ASSERT_EQ(left.size(), static_cast<size_t>(kMembers - kPopped));
   }
-  expect_within_client_limits(read_file(aof_path(dir)));
-  ServerThread s(aof_options(dir));
+  expect_within_client_limits(read_file(aof_path(dir)), o.limits);
+  ServerThread s(o);
   ASSERT_TRUE(s.ok()) << s.status().to_string();
   auto c = Client::connect(s.url("tcp"));
   auto rest = (*c)->command({"SMEMBERS", "s"});
@@ -94,10 +98,12 @@ TEST(AofLoad, SpopCountLargerThanTheArgumentLimitSurvivesARestart) {
   // Popping the rest propagates one DEL.
   EXPECT_EQ((*c)->command({"SPOP", "s", "100000000"})->elements.size(), left.size());
   EXPECT_EQ(fmt((*c)->command({"EXISTS", "s"})), ":0");
+  EXPECT_NE(read_file(aof_path(dir)).find("*2\r\n$3\r\nDEL\r\n$1\r\ns\r\n"), std::string::npos);
 }
 
 TEST(AofLoad, AFileWithOneHugeCommandLoads) {
-  // An older writer logged SPOP COUNT as one SREM with every member: such files must load.
+  // An older writer logged SPOP COUNT as one SREM with every member: such files must load
+  // under the default client limit of 1,048,576 arguments (the 1.1M case).
   TempDir dir;
   constexpr int kMembers = 1'100'000;
   std::vector<std::string> sadd = {"SADD", "s"}, srem = {"SREM", "s"};
