@@ -391,7 +391,7 @@ void ChannelImpl::start_call(const google::protobuf::MethodDescriptor* md, Contr
     auto run = [this, alive, id] {
       if (!alive.expired()) cancel_call(id, ErrorCode::kCancelled, "rpc: cancelled by the client");
     };
-    if (loop->in_loop_thread()) {
+    if (on_loop()) {
       run();
     } else {
       loop->post(run);
@@ -476,6 +476,9 @@ Result<std::unique_ptr<Channel>> Channel::create(std::string_view url, const Cha
   CONDUIT_ASSIGN_OR_RETURN(auto group, reactor::LoopGroup::start(1));
   auto impl = std::make_unique<ChannelImpl>(group->loop(0), std::string(url), options);
   CONDUIT_RETURN_IF_ERROR(impl->init());
+  std::promise<std::thread::id> tid;
+  group->loop(0).post([&tid] { tid.set_value(std::this_thread::get_id()); });
+  impl->own_tid_ = tid.get_future().get();
   impl->own_ = std::move(group);
   return std::unique_ptr<Channel>(new Channel(std::move(impl)));
 }
@@ -494,7 +497,7 @@ void Channel::CallMethod(const google::protobuf::MethodDescriptor* method, googl
     return;
   }
   reactor::EventLoop& loop = impl_->loop_;
-  if (loop.in_loop_thread()) {
+  if (impl_->on_loop()) {
     bool finished = false;
     impl_->start_call(method, cntl, request, response, [&finished] { finished = true; }, nullptr);
     while (!finished) {
@@ -510,7 +513,7 @@ void Channel::call(const google::protobuf::MethodDescriptor* method, Controller*
                    const google::protobuf::Message* request, google::protobuf::Message* response,
                    std::function<void()> done) {
   reactor::EventLoop& loop = impl_->loop_;
-  if (loop.in_loop_thread()) {
+  if (impl_->on_loop()) {
     impl_->start_call(method, cntl, request, response, std::move(done), nullptr);
     return;
   }

@@ -5,6 +5,7 @@
 #include <google/protobuf/message.h>
 
 #include <memory>
+#include <thread>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -87,6 +88,10 @@ class ChannelImpl {
 
   reactor::EventLoop& loop_;
   std::unique_ptr<reactor::LoopGroup> own_;  // own-thread channels
+  std::thread::id own_tid_;                  // ... and their loop's thread
+  // True on the thread that drives the loop (an own-thread loop that has not started yet
+  // is not the caller's to drive).
+  bool on_loop() const { return own_ ? std::this_thread::get_id() == own_tid_ : loop_.in_loop_thread(); }
   std::string url_;
   ChannelOptions opts_;
   std::vector<std::unique_ptr<ClientConn>> conns_;

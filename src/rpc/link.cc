@@ -56,7 +56,7 @@ Status Link::send(wire::FrameHeader h, const wire::Metadata* meta, std::string_v
   if (ml > options_.limits.max_meta) return Status(Code::kInvalidArgument, "rpc: metadata too large (" + std::to_string(ml) + " bytes)");
   if (uint64_t{bl} + al > peer_max_payload_) {
     return Status(Code::kResourceExhausted, "rpc: message of " + std::to_string(bl + al) +
-                                              " bytes (body + attachment) exceeds the peer's limit of " +
+                                              " bytes (body + attachment) exceeds the receiving side's limit (max_request_bytes / max_response_bytes) of " +
                                               std::to_string(peer_max_payload_));
   }
   h.version = wire::kVersion;

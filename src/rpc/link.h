@@ -113,7 +113,7 @@ class Link {
   bool got_first_ = false;
   bool peer_hello_ = false;
   uint32_t peer_window_ = 0;
-  uint64_t peer_max_payload_ = 64ull << 20;
+  uint64_t peer_max_payload_ = 128ull << 20;  // until the peer's HELLO says otherwise
   uint64_t drain_timer_ = 0;
   Status reason_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);

@@ -227,6 +227,8 @@ void ServerImpl::conn_closed(ServerConn* c, size_t loop_index) {
   std::shared_ptr<ServerConn> keep = std::move(it->second);
   ls.conns.erase(it);
   conn_count_.fetch_sub(1, std::memory_order_relaxed);
+  std::erase_if(ls.closed, [](const std::weak_ptr<ServerConn>& w) { return w.expired(); });
+  ls.closed.push_back(keep);
   // Calls still running hold their own reference; the last one frees the connection.
   ls.loop->post([keep] {});
 }
@@ -256,10 +258,24 @@ Status ServerImpl::shutdown(uint64_t grace_ms) {
       for (auto& [p, c] : conns) c->close_now(Status(Code::kUnavailable, "rpc server: shut down"));
     });
   }
-  // Handlers still running on workers finish into closed connections.
+  // Handlers still running on workers finish into closed connections (their done posts
+  // to the loops, which run it before the step below).
   if (workers_) workers_->stop();
-  for (auto& ls : loops_) run_on(ls->index, [&ls] { ls->conns.clear(); });
+  for (auto& ls : loops_) {
+    run_on(ls->index, [this, &ls] {
+      std::vector<std::shared_ptr<ServerConn>> all;
+      for (auto& [p, c] : ls->conns) all.push_back(c);
+      for (auto& w : ls->closed)
+        if (auto c = w.lock()) all.push_back(std::move(c));
+      for (auto& c : all) c->orphan_calls(&orphans_);
+      ls->conns.clear();
+      ls->closed.clear();
+    });
+  }
   group_->stop();
+  // No loop runs now: nothing can call these calls' done any more.
+  for (detail::ServerCall* c : orphans_) delete c;
+  orphans_.clear();
   return cut ? Status(Code::kTimedOut, "rpc server: calls still running at the end of the shutdown grace") : Status::Ok();
 }
 

@@ -157,6 +157,7 @@ void ServerConn::on_request(Frame& f) {
   call->start_ns = monotonic_ns();
   call->cntl.transport_ = transport_;
   call->cntl.remote_ = peer_;
+  call->cntl.loop_ = &loop_;
   call->cntl.cancel_ = std::make_shared<Controller::CancelHook>();
   std::string ignored;
   Status ms = wire::decode_meta(f.meta, &call->cntl.request_meta_, &ignored);
@@ -237,8 +238,20 @@ void ServerConn::cancel_call(ServerCall* c, ErrorCode why) {
   c->cntl.cancel_->fire();
 }
 
+void ServerConn::orphan_calls(std::vector<ServerCall*>* out) {
+  for (auto& [id, c] : calls_) {
+    c->orphaned = true;
+    if (c->deadline_timer != 0) loop_.cancel(c->deadline_timer);
+    c->deadline_timer = 0;
+    if (c->stream) c->stream->core_->end();
+    out->push_back(c);
+  }
+  calls_.clear();
+  link_.reset();
+}
+
 void ServerConn::finish(ServerCall* c) {
-  if (c->finished) return;  // done->Run() twice is the handler's bug; ignore the second
+  if (c->finished || c->orphaned) return;  // done->Run() twice is the handler's bug; ignore the second
   c->finished = true;
   const uint64_t lat = monotonic_ns() - c->start_ns;
   const CallInfo info{c->method->full_name, transport_, peer_};
@@ -253,7 +266,7 @@ void ServerConn::finish(ServerCall* c) {
   if (c->deadline_timer != 0) loop_.cancel(c->deadline_timer);
   c->cntl.cancel_->finish();
   if (c->stream) c->stream->core_->end();
-  if (!closed_ && !c->cancelled && link_ && link_->open()) {
+  if (!closed_ && !c->cancelled && link_ && link_->open()) {  // else nobody waits for it
     wire::FrameHeader h;
     h.type = FrameType::kResponse;
     h.call_id = c->id;
@@ -273,6 +286,15 @@ void ServerConn::finish(ServerCall* c) {
   }
   calls_.erase(c->id);
   srv_.in_flight_.fetch_sub(1, std::memory_order_relaxed);
+  if (c->stream) {
+    // done->Run() of a stream usually comes from inside one of the stream's callbacks:
+    // free the call (and its stream) after the callback has returned.
+    loop_.post([c] {
+      std::shared_ptr<ServerConn> keep = std::move(c->conn);
+      delete c;
+    });
+    return;
+  }
   std::shared_ptr<ServerConn> keep = std::move(c->conn);  // the call may hold the last reference
   delete c;
 }

@@ -69,6 +69,7 @@ struct ServerCall {
   Done done{this};
   bool counted_server = false;  // holds a slot of the server-wide limit
   bool finished = false;
+  bool orphaned = false;   // the server shut down with the handler still holding done
   bool cancelled = false;  // by the client (CANCEL), the deadline, or the connection's end
   size_t interceptors_run = 0;
 };
@@ -135,6 +136,7 @@ class ServerImpl {
     size_t index = 0;
     std::vector<std::unique_ptr<transport::Listener>> listeners;
     std::unordered_map<ServerConn*, std::shared_ptr<ServerConn>> conns;
+    std::vector<std::weak_ptr<ServerConn>> closed;  // closed, kept alive by running calls
   };
   // Runs fn on loop i and waits for it.
   void run_on(size_t i, const std::function<void()>& fn);
@@ -158,6 +160,7 @@ class ServerImpl {
   std::atomic<size_t> conn_count_{0};
   bool shut_ = false;
   uint64_t start_ns_ = 0;
+  std::vector<detail::ServerCall*> orphans_;  // freed once the loops stopped
 };
 
 // One accepted connection.
@@ -176,6 +179,9 @@ class ServerConn : public detail::LinkOwner, public std::enable_shared_from_this
   void finish(detail::ServerCall* call);
   void go_away();
   void close_now(const Status& why);
+  // Shutdown, loop thread, after close_now: hands over the calls whose handlers never
+  // called done (freed once the loops stopped) and drops the link.
+  void orphan_calls(std::vector<detail::ServerCall*>* out);
   size_t calls() const { return calls_.size(); }
   reactor::EventLoop& loop() { return loop_; }
   void fill(ConnectionStatus* out) const;

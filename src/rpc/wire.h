@@ -69,7 +69,7 @@ void encode_header(const FrameHeader& h, uint8_t out[kHeaderSize]);
 // Checks of the header alone.  The connection's limits decide the rest.
 struct Limits {
   uint32_t max_meta = 64 << 10;       // metadata section
-  uint64_t max_payload = 64ull << 20;  // body + attachment: larger frames are oversized
+  uint64_t max_payload = 128ull << 20;  // body + attachment: larger frames are oversized
 };
 
 // Decodes and validates the 40 bytes.  Errors (protocol-error): bad magic, unknown type,

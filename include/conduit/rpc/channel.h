@@ -59,7 +59,7 @@ struct ChannelOptions {
   uint32_t max_inflight = 16384;             // calls in flight on the channel
   uint64_t max_queued_bytes = 64ull << 20;   // unsent bytes per connection
   uint32_t connections = 1;                  // connections per server (a pool when > 1)
-  uint64_t max_response_bytes = 64ull << 20; // body + attachment of one response
+  uint64_t max_response_bytes = 128ull << 20; // body + attachment of one response
   uint32_t stream_window = 256 << 10;        // per-stream receive window granted to servers
   std::vector<std::shared_ptr<ClientInterceptor>> interceptors;
 };

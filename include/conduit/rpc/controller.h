@@ -28,6 +28,10 @@
 #include "conduit/rpc/attachment.h"
 #include "conduit/rpc/errors.h"
 
+namespace conduit::reactor {
+class EventLoop;
+}
+
 namespace conduit::rpc {
 
 using Metadata = std::vector<std::pair<std::string, std::string>>;
@@ -90,6 +94,8 @@ class Controller : public google::protobuf::RpcController {
   const std::string& peer() const { return remote_; }
   // Microseconds left before the caller's deadline (-1 = no deadline).
   int64_t remaining_us() const;
+  // The loop serving the connection (for asynchronous handlers: timers, post()).
+  reactor::EventLoop* loop() const { return loop_; }
 
  private:
   friend struct detail::ServerCall;
@@ -116,6 +122,7 @@ class Controller : public google::protobuf::RpcController {
   int retries_ = 0;
   std::string remote_;
   std::string transport_;
+  reactor::EventLoop* loop_ = nullptr;
   uint64_t deadline_ns_ = 0;  // server side: absolute monotonic deadline, 0 = none
 
   // Client: the running call, to cancel it.  Server: the call, for cancel notification.

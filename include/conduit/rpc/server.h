@@ -36,8 +36,8 @@ struct ServerOptions {
   uint32_t threads = 1;                        // reactor loops (1..64)
   uint32_t worker_threads = 0;                 // 0 = handlers on the loop; N = a pool of N
   uint32_t busy_poll_us = 0;                   // loops spin this long before sleeping
-  uint64_t max_request_bytes = 64ull << 20;    // body + attachment of one request
-  uint64_t max_response_bytes = 64ull << 20;   // body + attachment of one response
+  uint64_t max_request_bytes = 128ull << 20;   // body + attachment of one request
+  uint64_t max_response_bytes = 128ull << 20;  // body + attachment of one response
   uint32_t max_concurrency = 0;                // calls in flight over the whole server, 0 = no limit
   uint32_t stream_window = 256 << 10;          // per-stream receive window granted to clients
   uint32_t max_connections = 10000;            // further connections are closed at accept
