@@ -83,6 +83,12 @@ void EchoServiceImpl::Expand(google::protobuf::RpcController* base, const echo::
     done->Run();
   };
   s->set_on_writable(pump);
+  // A cancelled call (client cancel, deadline, disconnect) still ends through done.
+  cntl->NotifyOnCancel(new FnClosure([st, done, cntl] {
+    if (!cntl->IsCanceled() || st->next > st->count) return;
+    st->next = st->count + 1;
+    done->Run();
+  }));
   pump();
 }
 
@@ -96,7 +102,16 @@ void EchoServiceImpl::Collect(google::protobuf::RpcController* base, const echo:
     resp->set_total_bytes(resp->total_bytes() + r.payload().size() + att.size());
     resp->set_seq(resp->seq() + 1);
   });
-  s->set_on_half_close([done] { done->Run(); });
+  auto finished = std::make_shared<bool>(false);
+  s->set_on_half_close([done, finished] {
+    *finished = true;
+    done->Run();
+  });
+  cntl->NotifyOnCancel(new FnClosure([done, finished, cntl] {
+    if (!cntl->IsCanceled() || *finished) return;
+    *finished = true;
+    done->Run();
+  }));
 }
 
 void EchoServiceImpl::Chat(google::protobuf::RpcController* base, const echo::EchoRequest*, echo::EchoResponse*,
@@ -142,6 +157,11 @@ void EchoServiceImpl::Chat(google::protobuf::RpcController* base, const echo::Ec
     st->half_closed = true;
     pump();
   });
+  cntl->NotifyOnCancel(new FnClosure([st, done, cntl] {
+    if (!cntl->IsCanceled() || st->finished) return;
+    st->finished = true;
+    done->Run();
+  }));
 }
 
 }  // namespace conduit::rpc

@@ -245,7 +245,8 @@ Status ServerImpl::shutdown(uint64_t grace_ms) {
     run_on(ls->index, [&ls] {
       for (auto& l : ls->listeners) l->close();
       ls->listeners.clear();
-      for (auto& [p, c] : ls->conns) c->go_away();
+      auto conns = ls->conns;  // go_away may close a connection (and erase it)
+      for (auto& [p, c] : conns) c->go_away();
     });
   }
   const uint64_t deadline = monotonic_ns() + grace_ms * 1'000'000;
