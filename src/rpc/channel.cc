@@ -52,7 +52,15 @@ Status ClientConn::connect() {
       link_->close(s.annotate("rpc: connect " + ch_.url_));
       return;
     }
+    // A loopback connect to a free port in the ephemeral range can meet itself (TCP
+    // simultaneous open) and would then answer its own HELLO and PINGs.
+    if (link_->connection().caps().transport == "tcp" &&
+        link_->connection().local_address() == link_->connection().peer_address()) {
+      link_->close(Status(Code::kUnavailable, "rpc: connect " + ch_.url_ + ": connected to itself (nobody listens)"));
+      return;
+    }
     set_state(ChannelState::kReady);
+    for (auto& [id, call] : calls) call->cntl->reached_server_ = true;
     link_->start();
   });
   if (!c.ok()) {
@@ -228,6 +236,7 @@ void ClientConn::close(const Status& why) {
 
 ChannelImpl::~ChannelImpl() {
   *alive_ = false;
+  listener_ = nullptr;
   std::vector<ClientCall*> v;
   for (auto& [id, c] : by_id_) v.push_back(c);
   for (ClientCall* c : v) complete(c, ErrorCode::kCancelled, "rpc: channel destroyed");
@@ -313,6 +322,7 @@ void ChannelImpl::start_call(const google::protobuf::MethodDescriptor* md, Contr
   cntl->response_meta_.clear();
   cntl->response_attachment_.clear();
   cntl->remote_ = url_;
+  cntl->reached_server_ = false;
   auto* c = new ClientCall;
   c->cntl = cntl;
   c->resp = resp;
@@ -354,6 +364,7 @@ void ChannelImpl::start_call(const google::protobuf::MethodDescriptor* md, Contr
                                 cntl->request_attachment_.empty() ? nullptr : &cntl->request_attachment_);
   if (!s.ok()) return fail(from_status_code(s.code()), std::string(s.message()));
   c->conn = conn;
+  cntl->reached_server_ = conn->state() == ChannelState::kReady;
   conn->calls.emplace(c->id, c);
   const uint64_t id = c->id;
   std::weak_ptr<bool> alive = alive_;

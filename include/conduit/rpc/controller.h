@@ -102,6 +102,7 @@ class Controller : public google::protobuf::RpcController {
   friend struct detail::ClientCall;
   friend class Channel;
   friend class ClusterChannel;
+  friend class ClusterImpl;
   friend class ServerImpl;
   friend class ServerConn;
   friend class ClientConn;
@@ -120,6 +121,7 @@ class Controller : public google::protobuf::RpcController {
   uint64_t request_key_ = 0;
   uint64_t latency_us_ = 0;
   int retries_ = 0;
+  bool reached_server_ = false;  // client: the request went out on an established connection
   std::string remote_;
   std::string transport_;
   reactor::EventLoop* loop_ = nullptr;
