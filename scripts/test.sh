@@ -3,6 +3,8 @@
 #   1. install dependencies (scripts/install-deps.sh)
 #   2. build twice with -Werror: RelWithDebInfo (build/) and ASan+UBSan (build-asan/)
 #   3. run every test without the `rdma` label on the host, for both builds
+#   3b. a small ThreadSanitizer build (build-tsan/) of the rpc tests whose threads meet
+#       (server loops, own-thread channels, clusters), run on the host
 #   4. boot the Soft-RoCE guest once (testbed/run) and run the `rdma`-labelled tests of both
 #      builds inside it, with CONDUIT_REQUIRE_RDMA=1 so a missing device fails, never skips
 # Exits non-zero if any step fails; ends with a one-line total.
@@ -41,6 +43,13 @@ run_ctest() {  # run_ctest NAME CTEST_ARGS... ; output kept for the total
 run_ctest host -LE rdma --test-dir build -j "$jobs"
 run_ctest host-asan -LE rdma --test-dir build-asan -j "$jobs"
 
+echo "== build (ThreadSanitizer: rpc tests that cross threads) =="
+configure build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCONDUIT_TSAN=ON -DCONDUIT_BUILD_TOOLS=OFF
+cmake --build build-tsan -j "$jobs" --target rpc_call_test rpc_stream_test rpc_cluster_test
+# Only the binaries built above: their host rows (tcp, shm, shm_ring4k) and the cluster tests.
+TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1} \
+  run_ctest host-tsan --test-dir build-tsan -R '^host/Rpc(Test|StreamTest)\.|^RpcCluster\.' -j "$jobs"
+
 echo "== rdma tests in the Soft-RoCE guest (testbed/run) =="
 # Soft-RoCE under TCG moves ~40 MB/s: stream 256 MiB per conformance case, not 1 GiB; and
 # an RDMA connect + close costs ~140 ms there (registration dominates): 300 connect/close
@@ -65,8 +74,8 @@ while read -r p f; do
 done < <(cat "$logs"/*.log | sed -nE 's/^[0-9]+% tests passed, ([0-9]+) tests failed out of ([0-9]+)$/\2 \1/p' |
   awk '{print $1 - $2, $2}')
 runs=$(cat "$logs"/*.log | grep -cE '^[0-9]+% tests passed' || true)
-if ((runs < 4)); then
-  echo "test.sh: expected 4 ctest runs (host, host-asan, rdma, rdma-asan), saw $runs" >&2
+if ((runs < 5)); then
+  echo "test.sh: expected 5 ctest runs (host, host-asan, host-tsan, rdma, rdma-asan), saw $runs" >&2
   status=1
 fi
 echo "total: $passed passed, $failed failed"
