@@ -422,6 +422,63 @@ TEST_P(RpcTest, StatusServiceReportsMethodsAndConnections) {
   EXPECT_FALSE(presp.file_descriptor_set().empty());
 }
 
+TEST_P(RpcTest, WorkerPoolAndPerMethodLimits) {
+  rpc::ServerOptions so;
+  so.worker_threads = 2;
+  const std::string url = listen_url_or_skip(GetParam());
+  if (url.empty()) GTEST_SKIP() << "row not available";
+  auto es = std::make_unique<EchoServer>("");
+  es->server = rpc::Server::create(so).value();
+  RPC_ASSERT_OK(es->server->add_service(&es->service));
+  RPC_ASSERT_OK(es->server->set_method_limit("conduit.rpc.echo.EchoService/Echo", 3));
+  EXPECT_EQ(es->server->set_method_limit("conduit.rpc.echo.EchoService/Nope", 3).code(), Code::kNotFound);
+  auto bound = es->server->listen(url);
+  ASSERT_TRUE(bound.ok()) << bound.status().to_string();
+  rpc::ChannelOptions co;
+  co.connections = 3;  // a pool: calls spread over three connections
+  auto ch = Channel::create(client_url(GetParam(), *bound), co).value();
+  // Quick calls through the workers, three at a time (the limit).
+  std::vector<std::future<Status>> fs;
+  for (int round = 0; round < 20; ++round) {
+    std::vector<Controller> cs(3);
+    std::vector<EchoResponse> rs(3);
+    std::vector<EchoRequest> qs(3);
+    fs.clear();
+    for (int i = 0; i < 3; ++i) {
+      qs[i].set_payload(std::to_string(round * 3 + i));
+      fs.push_back(ch->call_future(echo_method("Echo"), &cs[i], &qs[i], &rs[i]));
+    }
+    for (int i = 0; i < 3; ++i) {
+      RPC_ASSERT_OK(fs[i].get());
+      EXPECT_EQ(rs[i].payload(), std::to_string(round * 3 + i));
+    }
+  }
+  // Five slow calls against a limit of three: two refused with resource-exhausted.
+  EchoRequest slow;
+  slow.set_sleep_us(300'000);
+  std::vector<Controller> sc(5);
+  std::vector<EchoResponse> sr(5);
+  fs.clear();
+  for (int i = 0; i < 5; ++i) fs.push_back(ch->call_future(echo_method("Echo"), &sc[i], &slow, &sr[i]));
+  int ok = 0, refused = 0;
+  for (auto& f : fs) {
+    const Status st = f.get();
+    if (st.ok()) ++ok;
+    if (st.code() == Code::kResourceExhausted) ++refused;
+  }
+  EXPECT_EQ(ok, 3);
+  EXPECT_EQ(refused, 2);
+  rpc::StatusResponse sresp;
+  es->server->status(&sresp);
+  EXPECT_EQ(sresp.connections_size(), 3) << sresp.DebugString();
+  EXPECT_EQ(sresp.worker_threads(), 2u);
+  for (const auto& m : sresp.methods()) {
+    if (m.name() == "conduit.rpc.echo.EchoService/Echo") {
+      EXPECT_EQ(m.rejected(), 2u);
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(host, RpcTest, ::testing::ValuesIn(rpc_cases("")),
                          [](const ::testing::TestParamInfo<TransportCase>& p) { return p.param.name; });
 INSTANTIATE_TEST_SUITE_P(rdma, RpcTest, ::testing::ValuesIn(rpc_cases("rdma")),
