@@ -44,7 +44,9 @@ run_ctest host -LE rdma --test-dir build -j "$jobs"
 run_ctest host-asan -LE rdma --test-dir build-asan -j "$jobs"
 
 echo "== build (ThreadSanitizer: rpc tests that cross threads) =="
-configure build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCONDUIT_TSAN=ON -DCONDUIT_BUILD_TOOLS=OFF
+# Warnings are not errors here: TSan's instrumentation makes GCC 12 report false
+# maybe-uninitialized warnings in code the -Werror builds above compile cleanly.
+configure build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCONDUIT_TSAN=ON -DCONDUIT_BUILD_TOOLS=OFF -DCONDUIT_WERROR=OFF
 cmake --build build-tsan -j "$jobs" --target rpc_call_test rpc_stream_test rpc_cluster_test
 # Only the binaries built above: their host rows (tcp, shm, shm_ring4k) and the cluster tests.
 TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1} \
