@@ -396,7 +396,7 @@ void ChannelImpl::start_call(const google::protobuf::MethodDescriptor* md, Contr
     c->stream = std::shared_ptr<ClientStream>(new ClientStream(std::move(core)));
     if (stream_out != nullptr) *stream_out = c->stream;
   }
-  if (!cntl->cancel_) cntl->cancel_ = std::make_shared<Controller::CancelHook>();
+  cntl->ensure_cancel_hook();  // made on the caller's thread already unless it is this one
   reactor::EventLoop* loop = &loop_;
   cntl->cancel_->set_action([this, loop, alive, id] {
     auto run = [this, alive, id] {
@@ -508,6 +508,7 @@ void Channel::CallMethod(const google::protobuf::MethodDescriptor* method, googl
     return;
   }
   reactor::EventLoop& loop = impl_->loop_;
+  cntl->ensure_cancel_hook();
   if (impl_->on_loop()) {
     bool finished = false;
     impl_->start_call(method, cntl, request, response, [&finished] { finished = true; }, nullptr);
@@ -523,6 +524,7 @@ void Channel::CallMethod(const google::protobuf::MethodDescriptor* method, googl
 void Channel::call(const google::protobuf::MethodDescriptor* method, Controller* cntl,
                    const google::protobuf::Message* request, google::protobuf::Message* response,
                    std::function<void()> done) {
+  cntl->ensure_cancel_hook();
   reactor::EventLoop& loop = impl_->loop_;
   if (impl_->on_loop()) {
     impl_->start_call(method, cntl, request, response, std::move(done), nullptr);

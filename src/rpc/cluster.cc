@@ -323,6 +323,7 @@ void ClusterChannel::call(const google::protobuf::MethodDescriptor* method, Cont
                           const google::protobuf::Message* request, google::protobuf::Message* response,
                           std::function<void()> done) {
   cntl->retries_ = 0;
+  cntl->ensure_cancel_hook();
   auto a = std::make_shared<ClusterImpl::Attempt>(ClusterImpl::Attempt{method, cntl, request, response, std::move(done), {}});
   if (impl_->on_loop()) {
     impl_->start_call(std::move(a));

@@ -60,6 +60,7 @@ void Controller::CancelHook::set_action(std::function<void()> a) {
   bool run_now = false;
   {
     std::lock_guard<std::mutex> g(mu);
+    done = false;  // a new call on this controller (a retry of a ClusterChannel)
     if (fired) {
       run_now = true;
     } else {
@@ -70,6 +71,10 @@ void Controller::CancelHook::set_action(std::function<void()> a) {
 }
 
 Controller::~Controller() = default;
+
+void Controller::ensure_cancel_hook() {
+  if (!cancel_) cancel_ = std::make_shared<CancelHook>();
+}
 
 void Controller::Reset() {
   code_ = ErrorCode::kOk;

@@ -51,7 +51,14 @@ void EchoServiceImpl::Echo(google::protobuf::RpcController* base, const echo::Ec
   cntl->NotifyOnCancel(new FnClosure([this, cntl] {
     if (cntl->IsCanceled()) cancelled_.fetch_add(1, std::memory_order_relaxed);
   }));
-  cntl->loop()->run_after(uint64_t{req->sleep_us()} * 1000, [done] { done->Run(); });
+  // Timers are the loop's: from a worker thread, ask the loop to arm it.
+  reactor::EventLoop* loop = cntl->loop();
+  const uint64_t ns = uint64_t{req->sleep_us()} * 1000;
+  if (loop->in_loop_thread()) {
+    loop->run_after(ns, [done] { done->Run(); });
+  } else {
+    loop->post([loop, ns, done] { loop->run_after(ns, [done] { done->Run(); }); });
+  }
 }
 
 void EchoServiceImpl::Expand(google::protobuf::RpcController* base, const echo::EchoRequest* req,

@@ -94,7 +94,8 @@ class Controller : public google::protobuf::RpcController {
   const std::string& peer() const { return remote_; }
   // Microseconds left before the caller's deadline (-1 = no deadline).
   int64_t remaining_us() const;
-  // The loop serving the connection (for asynchronous handlers: timers, post()).
+  // The loop serving the connection (for asynchronous handlers: timers, post()).  From a
+  // worker thread only post() is allowed on it (EventLoop's threading rules).
   reactor::EventLoop* loop() const { return loop_; }
 
  private:
@@ -128,7 +129,10 @@ class Controller : public google::protobuf::RpcController {
   uint64_t deadline_ns_ = 0;  // server side: absolute monotonic deadline, 0 = none
 
   // Client: the running call, to cancel it.  Server: the call, for cancel notification.
+  // Created on the caller's thread (ensure_cancel_hook) and never replaced while a call
+  // runs, so StartCancel from any thread only touches the hook's own mutex.
   struct CancelHook;
+  void ensure_cancel_hook();
   std::shared_ptr<CancelHook> cancel_;
   ServerStream* stream_ = nullptr;
 };
