@@ -89,22 +89,10 @@ int run_client(const ClientFlags& f, const std::string& tool_url) {
     return 2;
   }
   if (!f.json) rpcbench::print_header();
+  // Each cell runs on fresh threads with their own loop and channel (an EventLoop belongs
+  // to the thread that first drives it); connecting happens inside the warm-up.
   std::vector<std::unique_ptr<Worker>> ws;
-  for (uint32_t t = 0; t < f.threads; ++t) {
-    auto w = std::make_unique<Worker>();
-    reactor::LoopOptions lo;
-    lo.busy_poll_us = f.busy_poll_us;
-    w->loop = reactor::EventLoop::create(lo).value();
-    rpc::ChannelOptions co;
-    co.connections = f.connections;
-    auto ch = rpc::Channel::create(*w->loop, tool_url, co);
-    if (!ch.ok()) {
-      std::fprintf(stderr, "conduit-rpc-bench: %s\n", ch.status().to_string().c_str());
-      return 1;
-    }
-    w->ch = std::move(*ch);
-    ws.push_back(std::move(w));
-  }
+  for (uint32_t t = 0; t < f.threads; ++t) ws.push_back(std::make_unique<Worker>());
   int rc = 0;
   for (uint64_t size : sizes) {
     for (uint64_t conc : f.conc) {
@@ -129,9 +117,24 @@ int run_client(const ClientFlags& f, const std::string& tool_url) {
           w->calls = w->errors = 0;
           w->measure_from = from;
           w->measure_to = to;
-          threads.emplace_back([w] {
+          threads.emplace_back([w, &f, &tool_url] {
+            reactor::LoopOptions lo;
+            lo.busy_poll_us = f.busy_poll_us;
+            auto loop = reactor::EventLoop::create(lo);
+            rpc::ChannelOptions co;
+            co.connections = f.connections;
+            auto ch = loop.ok() ? rpc::Channel::create(**loop, tool_url, co) : Result<std::unique_ptr<rpc::Channel>>(loop.status());
+            if (!ch.ok()) {
+              w->error = ch.status().to_string();
+              ++w->errors;
+              return;
+            }
+            w->loop = std::move(*loop);
+            w->ch = std::move(*ch);
             for (size_t i = 0; i < w->slots.size(); ++i) w->issue(i);
             while (w->outstanding > 0) (void)w->loop->run_once(100);
+            w->ch.reset();  // on this thread, which owns the loop
+            w->loop.reset();
           });
         }
         for (auto& t : threads) t.join();
