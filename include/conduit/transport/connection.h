@@ -27,10 +27,14 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "conduit/base/status.h"
+#include "conduit/memory/buffer.h"
+#include "conduit/memory/pool.h"
 #include "conduit/reactor/event_loop.h"
 #include "conduit/transport/endpoint.h"
+#include "conduit/transport/options.h"
 
 namespace conduit::transport {
 
@@ -72,6 +76,40 @@ class Connection {
   virtual Result<size_t> write(std::span<const uint8_t> data) = 0;
   virtual Result<size_t> writev(std::span<const iovec> iov) = 0;
 
+  // --- in-place and owned-buffer I/O (zero copy where the transport can) ---------------
+  // Every transport offers these; the base class implements them by copying through
+  // read/write, and tcp/shm/rdma override them (docs/TRANSPORTS.md says what each copies).
+  // They mix freely with read/write: bytes stay in order.
+  //
+  // reserve(min, max) -> writable space of at least `min` and at most `max` bytes where the
+  //   caller builds the next bytes in place (shm: in the ring; rdma: in the registered
+  //   staging area the NIC sends from); kWouldBlock when `min` bytes cannot be offered now.
+  //   The span is valid until commit() or the next I/O call on this connection.
+  //   commit(n) sends the first n <= span.size() bytes; all of them are accepted.
+  // peek() -> the next readable bytes in place (contiguous, possibly fewer than are
+  //   available; empty span = end of stream; kWouldBlock = nothing yet).  Valid until
+  //   consume() or the next I/O call; consume(n) (n <= span size) releases them.
+  // write_owned(chain) -> hands the front of `chain` to the transport and returns how many
+  //   bytes it took (consumed from the chain), or kWouldBlock (chain untouched).  Taken
+  //   slices are kept until their data is on the wire (rdma: until the completion) and then
+  //   released: do not write into them after handing them over.  Slices from this
+  //   connection's pool() go from where they lie (rdma: RDMA WRITE straight from them);
+  //   other memory is copied.
+  // read_owned(out, max) -> appends up to `max` readable bytes to `out` as slices and
+  //   returns the count; 0 = end of stream.  The slices may be views of the transport's
+  //   receive area (shm, rdma): that space returns to the writer only when they are
+  //   released, so keep them briefly (a connection holding more than its `hold_bytes`
+  //   would-blocks further owned reads until some are released).
+  // pool() -> the registered pool whose slices this connection sends without a copy (the
+  //   rdma transport's arena for this loop and device); null if there is none.
+  virtual Result<std::span<uint8_t>> reserve(size_t min, size_t max);
+  virtual Status commit(size_t n);
+  virtual Result<std::span<const uint8_t>> peek();
+  virtual Status consume(size_t n);
+  virtual Result<size_t> write_owned(memory::Chain& chain);
+  virtual Result<size_t> read_owned(memory::Chain& out, size_t max);
+  virtual memory::BlockPool* pool() const { return nullptr; }
+
   // Null uninstalls.
   virtual void set_read_handler(Handler h) = 0;
   virtual void set_write_handler(Handler h) = 0;
@@ -94,6 +132,29 @@ class Connection {
 
   // "tcp 127.0.0.1:5000->127.0.0.1:6379 connected"
   std::string describe() const;
+
+ protected:
+  // The copying fallback behind the base class' reserve/commit and peek/consume: a staging
+  // buffer each way.  A transport that relies on it (instead of overriding those calls)
+  // must keep bytes in order by calling flush_staged_out() before it writes anything else
+  // (kWouldBlock while staged bytes remain; it should then watch for writability itself and
+  // flush when it comes) and by serving read() from take_staged_in() first.  tcp does.
+  struct CopyState {
+    std::vector<uint8_t> out;  // reserve()'s space, then committed bytes the transport has not taken
+    size_t out_begin = 0, out_end = 0;  // committed, unsent: [out_begin, out_end)
+    std::vector<uint8_t> in;            // peek()'s bytes
+    size_t in_begin = 0, in_end = 0;
+  };
+  // Both say false while the base class itself is moving staged bytes through the
+  // transport's writev/read.
+  bool has_staged_out() const { return !staging_io_ && copy_ && copy_->out_end != copy_->out_begin; }
+  bool has_staged_in() const { return !staging_io_ && copy_ && copy_->in_end != copy_->in_begin; }
+  // Writes staged bytes with writev(); OK once none remain, kWouldBlock if some do.
+  Status flush_staged_out();
+  // Moves up to buf.size() staged input bytes into buf; returns the count (0 if none).
+  size_t take_staged_in(std::span<uint8_t> buf);
+  std::unique_ptr<CopyState> copy_;
+  bool staging_io_ = false;
 };
 
 class Listener {
@@ -114,6 +175,8 @@ class Transport {
  public:
   virtual ~Transport() = default;
   virtual std::string_view scheme() const = 0;
+  // The URL options this transport accepts, from its option table (docs, --help).
+  virtual std::vector<OptionDoc> options() const { return {}; }
   // Call on the loop's thread (or before the loop runs).
   virtual Result<std::unique_ptr<Listener>> listen(reactor::EventLoop& loop, const Endpoint& ep,
                                                    AcceptCallback on_accept) = 0;

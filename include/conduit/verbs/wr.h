@@ -63,6 +63,25 @@ class SendWr {
     return w;
   }
 
+  // Binds type-2 window `mw` over [addr, addr + len) of the region `mr` with remote
+  // `access` (IBV_ACCESS_REMOTE_*), under the new `rkey` (MemoryWindow::next_rkey()).
+  static SendWr bind_mw(ibv_mw* mw, uint32_t rkey, ibv_mr* mr, uint64_t addr, uint64_t len, int access) {
+    SendWr w(IBV_WR_BIND_MW, nullptr, 0);
+    w.wr_.bind_mw.mw = mw;
+    w.wr_.bind_mw.rkey = rkey;
+    w.wr_.bind_mw.bind_info.mr = mr;
+    w.wr_.bind_mw.bind_info.addr = addr;
+    w.wr_.bind_mw.bind_info.length = len;
+    w.wr_.bind_mw.bind_info.mw_access_flags = static_cast<unsigned>(access);
+    return w;
+  }
+  // Invalidates `rkey` (a window bound through this QP): remote accesses with it fail.
+  static SendWr local_invalidate(uint32_t rkey) {
+    SendWr w(IBV_WR_LOCAL_INV, nullptr, 0);
+    w.wr_.invalidate_rkey = rkey;
+    return w;
+  }
+
   SendWr& id(uint64_t wr_id) { wr_.wr_id = wr_id; return *this; }
   SendWr& signaled(bool on = true) { return flag(IBV_SEND_SIGNALED, on); }
   // Data is copied into the WQE at post time: the buffer is free as soon as post returns
@@ -163,18 +182,30 @@ class SignalTracker {
     return ring_head_ != ring_tail_ && ring_[(ring_tail_ - 1) % depth_] == posted_ - 1;
   }
 
-  // Registers one WR about to be posted; returns true if it must be signaled (because the
-  // caller wants a completion, or the unsignaled run reached the interval).
-  bool on_post(bool want_signal = false) {
+  // Check, post, then account: must_signal() says whether the next WR has to carry
+  // IBV_SEND_SIGNALED (the caller wants a completion, or the unsignaled run would reach the
+  // interval) without registering anything; on_posted() registers a WR once ibv_post_send
+  // accepted it.  A post that fails thus leaves the tracker exactly as it was.
+  bool must_signal(bool want_signal = false) const { return want_signal || unsignaled_run_ + 1 >= interval_; }
+  void on_posted(bool signaled) {
     assert(available() > 0);
+    assert(signaled || !must_signal());
     const uint64_t seq = posted_++;
-    if (want_signal || ++unsignaled_run_ >= interval_) {
-      unsignaled_run_ = 0;
-      // At most `depth` signaled WRs can be outstanding, so the ring never overflows.
-      ring_[ring_tail_++ % depth_] = seq;
-      return true;
+    if (!signaled) {
+      ++unsignaled_run_;
+      return;
     }
-    return false;
+    unsignaled_run_ = 0;
+    // At most `depth` signaled WRs can be outstanding, so the ring never overflows.
+    ring_[ring_tail_++ % depth_] = seq;
+  }
+  // must_signal() and on_posted() in one, for callers whose post cannot fail halfway (or
+  // that reset the tracker when it does): registers one WR about to be posted and returns
+  // whether it must be signaled.
+  bool on_post(bool want_signal = false) {
+    const bool signaled = must_signal(want_signal);
+    on_posted(signaled);
+    return signaled;
   }
 
   // A signaled send completion arrived: it and every earlier WR are done.

@@ -80,6 +80,13 @@ class AutoConnection final : public Connection {
   Result<size_t> read(std::span<uint8_t> b) override { return inner_->read(b); }
   Result<size_t> write(std::span<const uint8_t> d) override { return inner_->write(d); }
   Result<size_t> writev(std::span<const iovec> v) override { return inner_->writev(v); }
+  Result<std::span<uint8_t>> reserve(size_t min, size_t max) override { return inner_->reserve(min, max); }
+  Status commit(size_t n) override { return inner_->commit(n); }
+  Result<std::span<const uint8_t>> peek() override { return inner_->peek(); }
+  Status consume(size_t n) override { return inner_->consume(n); }
+  Result<size_t> write_owned(memory::Chain& c) override { return inner_->write_owned(c); }
+  Result<size_t> read_owned(memory::Chain& out, size_t max) override { return inner_->read_owned(out, max); }
+  memory::BlockPool* pool() const override { return inner_ ? inner_->pool() : nullptr; }
   // Handlers are kept here too, so a fallback connection gets them as well.
   void set_read_handler(Handler h) override {
     read_handler_ = std::move(h);
