@@ -16,6 +16,9 @@ packages=(
   clang libclang-rt-dev redis-tools redis-server sockperf
   # kv: strace shows the AOF fsync before each reply under appendfsync always (kv_fsync_order_test)
   strace
+  # rpc: protobuf (generic services, JSON mapping, libprotoc for conduit-rpc --proto); gRPC
+  # C++ for the comparison peer (bench/rpc_vs_grpc.sh); gnuplot for the benchmark plots
+  libprotobuf-dev libprotoc-dev protobuf-compiler libgrpc++-dev protobuf-compiler-grpc gnuplot-nox
   # Soft-RoCE testbed: qemu guest booting Debian's kernel with a busybox initramfs
   qemu-system-x86 busybox-static kmod iproute2 cpio xz-utils zstd procps
 )
