@@ -8,10 +8,18 @@
 //   BM_Reg_CacheHit/<bytes>       RegistrationCache::acquire of a cached range, handle dropped
 //   BM_Reg_CacheSlice/<bytes>     RegistrationCache::slice of a cached range, slice dropped
 //   BM_Reg_CacheMiss/<bytes>      acquire + invalidate: registration per operation through the cache
+//   BM_Reg_ForkExec/<MiB>         fork + exec /bin/true + waitpid with <MiB> registered: since
+//                                 Linux 5.9 fork copies every pinned page for the child
+//   BM_Reg_Spawn/<MiB>            posix_spawn of /bin/true + waitpid (glibc: clone(CLONE_VM|
+//                                 CLONE_VFORK), nothing copied) with the same registration
 //
 // The registrar is the benchmark's own (tests/memory/verbs_registrar.h, one ibv_reg_mr per
 // call on a PD of conduit::verbs), not the rdma transport's.
 #include <benchmark/benchmark.h>
+
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -133,6 +141,47 @@ void BM_Reg_CacheMiss(benchmark::State& state) {
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * buf.bytes));
 }
+
+extern "C" char** environ;
+
+// Starting a child that execs, with `MiB` registered (and touched) in the parent.
+template <bool kSpawn>
+void BM_Reg_Child(benchmark::State& state) {
+  CONDUIT_BENCH_DEVICE_OR_SKIP(state);
+  const size_t bytes = static_cast<size_t>(state.range(0)) << 20;
+  Buffer buf(bytes == 0 ? 4096 : bytes);
+  conduit::memory::Registrar::Registration reg{};
+  if (bytes != 0) {
+    auto r = dev.registrar->register_memory(buf.p, bytes);
+    if (!r.ok()) {
+      state.SkipWithError(r.status().to_string().c_str());
+      return;
+    }
+    reg = *r;
+  }
+  char arg0[] = "true";
+  char* argv[] = {arg0, nullptr};
+  for (auto _ : state) {
+    pid_t pid = -1;
+    if constexpr (kSpawn) {
+      if (posix_spawn(&pid, "/bin/true", nullptr, nullptr, argv, environ) != 0) pid = -1;
+    } else {
+      pid = fork();
+      if (pid == 0) {
+        execv("/bin/true", argv);
+        _exit(127);
+      }
+    }
+    int st = 0;
+    if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+      state.SkipWithError("starting /bin/true failed");
+      break;
+    }
+  }
+  if (bytes != 0) dev.registrar->deregister(reg);
+}
+BENCHMARK(BM_Reg_Child<false>)->Name("BM_Reg_ForkExec")->Arg(0)->Arg(16)->Arg(256)->UseRealTime();
+BENCHMARK(BM_Reg_Child<true>)->Name("BM_Reg_Spawn")->Arg(0)->Arg(16)->Arg(256)->UseRealTime();
 
 // 4 KiB .. 16 MiB, and 2 MiB (a pool region).
 void sizes(benchmark::internal::Benchmark* b) {

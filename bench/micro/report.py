@@ -75,11 +75,13 @@ def host(path, dat_dir):
           f"nr_hugepages {ctx.get('nr_hugepages', '?')}")
     print()
     print("Allocate + touch one byte + free, per pair: cpu ns, median (min..max) of the repetitions;")
-    print("cross-thread (allocate on one thread, free on another): wall M pairs/s")
+    print("cross-thread (batches of 32 allocated on one thread, freed on another): ns per allocation and")
+    print("per free (cycle counter around the allocator calls only), and wall M pairs/s")
     cols = [("pair 1T", "BM_Alloc_Pair", 1, 1), ("pair 2T", "BM_Alloc_Pair", 2, 1),
             ("pair 4T", "BM_Alloc_Pair", 4, 1), ("batch32 1T", "BM_Alloc_Batch", 1, BATCH),
             ("batch32 2T", "BM_Alloc_Batch", 2, BATCH)]
-    header = ["size", "allocator"] + [c[0] + " cpu ns" for c in cols] + ["cross-thread wall Mpairs/s"]
+    header = (["size", "allocator"] + [c[0] + " cpu ns" for c in cols] +
+              ["cross alloc ns", "cross free ns", "cross wall Mpairs/s"])
     print("| " + " | ".join(header) + " |")
     print("|" + "---|" * len(header))
     plot = []
@@ -92,9 +94,12 @@ def host(path, dat_dir):
                 vals = cpu_per_op(reps, ops)
                 cells.append(stat(vals, f_ns))
                 row_plot[(name, threads, a)] = statistics.median(vals) if vals else float("nan")
-            xt = wall_mops(runs.get(f"BM_Alloc_CrossThread/{a}/{size}/real_time", []))
-            cells.append(stat(xt, f_m))
-            row_plot[("cross", 1, a)] = 1e3 / statistics.median(xt) if xt else float("nan")  # ns per pair
+            xreps = runs.get(f"BM_Alloc_CrossThread/{a}/{size}/real_time", [])
+            xa = [r["alloc_ns"] for r in xreps if "alloc_ns" in r]
+            xf = [r["free_ns"] for r in xreps if "free_ns" in r]
+            cells += [stat(xa, f_ns), stat(xf, f_ns), stat(wall_mops(xreps), f_m)]
+            pair = [r["alloc_ns"] + r["free_ns"] for r in xreps if "alloc_ns" in r and "free_ns" in r]
+            row_plot[("cross", 1, a)] = statistics.median(pair) if pair else float("nan")
             print(f"| {size_name(size)} | {a} | " + " | ".join(cells) + " |")
         plot.append((size, row_plot))
     print()
@@ -110,7 +115,7 @@ def host(path, dat_dir):
         print(f"| {name} | {stat(cpu_per_op(runs.get(name, []), ops), f_ns)} |")
     if dat_dir:
         with open(f"{dat_dir}/alloc.dat", "w") as f:
-            f.write("# size label  pair1T(pool malloc mimalloc)  batch1T(...)  cross-thread wall ns/pair(...)\n")
+            f.write("# size label  pair1T(pool malloc mimalloc)  batch1T(...)  cross-thread alloc+free ns(...)\n")
             for size, p in plot:
                 vals = []
                 for key in [("BM_Alloc_Pair", 1), ("BM_Alloc_Batch", 1), ("cross", 1)]:
@@ -138,6 +143,16 @@ def guest(path):
         if med["BM_Reg_RegDereg"] and med["BM_Reg_CacheHit"]:
             ratio = f"{med['BM_Reg_RegDereg'] / med['BM_Reg_CacheHit']:.0f}x"
         print(f"| {size_name(size)} | " + " | ".join(cells) + f" | {ratio} |")
+    print()
+    print("Starting a child that execs /bin/true, with N MiB registered in the parent: wall ms, median (min..max)")
+    print("| registered | fork + exec + wait ms | posix_spawn + wait ms |")
+    print("|---|---|---|")
+    for mib in (0, 16, 256):
+        cells = []
+        for name in ("BM_Reg_ForkExec", "BM_Reg_Spawn"):
+            vals = [r["real_time"] / 1e6 for r in runs.get(f"{name}/{mib}/real_time", [])]
+            cells.append(stat(vals, lambda v: f"{v:.2f}" if v < 10 else f"{v:.0f}"))
+        print(f"| {mib} MiB | " + " | ".join(cells) + " |")
 
 
 def main(argv):
