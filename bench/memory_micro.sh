@@ -8,12 +8,14 @@
 #          allocate-on-one-thread/free-on-another; Slice copy, Chain append+consume,
 #          to_iovec/to_sg, memcpy for scale
 #   guest  in the Soft-RoCE testbed (testbed/run): ibv_reg_mr+ibv_dereg_mr against a
-#          RegistrationCache hit of the same range, 4 KiB .. 16 MiB
+#          RegistrationCache hit of the same range, 4 KiB .. 16 MiB; fork+exec and
+#          posix_spawn of /bin/true with 0/16/256 MiB registered (and fork+exec with the same
+#          memory not registered, the control)
 # Every case runs --reps times with Google Benchmark's random interleaving, so the
 # allocators' repetitions alternate and drift hits all alike; each table cell is the median
 # of the repetitions with their min..max.  The host load (uptime) is printed before and after
 # each part.  A PNG plot of pool vs malloc vs mimalloc is drawn when gnuplot is installed.
-# Runtime about 5 minutes (host ~4, guest ~1 plus boot).
+# Runtime about 7 minutes on a loaded 2-CPU machine (host ~4, guest ~2-3 with the boot).
 #
 # Options (environment variables in brackets):
 #   --reps N          repetitions per case [CONDUIT_BENCH_REPS, 5]

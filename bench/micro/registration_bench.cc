@@ -10,6 +10,8 @@
 //   BM_Reg_CacheMiss/<bytes>      acquire + invalidate: registration per operation through the cache
 //   BM_Reg_ForkExec/<MiB>         fork + exec /bin/true + waitpid with <MiB> registered: since
 //                                 Linux 5.9 fork copies every pinned page for the child
+//   BM_Reg_ForkExecUnregistered/<MiB>  the same with <MiB> touched but not registered (the
+//                                 control: page tables are copied, pages are shared)
 //   BM_Reg_Spawn/<MiB>            posix_spawn of /bin/true + waitpid (glibc: clone(CLONE_VM|
 //                                 CLONE_VFORK), nothing copied) with the same registration
 //
@@ -144,14 +146,14 @@ void BM_Reg_CacheMiss(benchmark::State& state) {
 
 extern "C" char** environ;
 
-// Starting a child that execs, with `MiB` registered (and touched) in the parent.
-template <bool kSpawn>
+// Starting a child that execs, with `MiB` touched (and, with kRegister, registered) in the parent.
+template <bool kSpawn, bool kRegister>
 void BM_Reg_Child(benchmark::State& state) {
   CONDUIT_BENCH_DEVICE_OR_SKIP(state);
   const size_t bytes = static_cast<size_t>(state.range(0)) << 20;
   Buffer buf(bytes == 0 ? 4096 : bytes);
   conduit::memory::Registrar::Registration reg{};
-  if (bytes != 0) {
+  if (kRegister && bytes != 0) {
     auto r = dev.registrar->register_memory(buf.p, bytes);
     if (!r.ok()) {
       state.SkipWithError(r.status().to_string().c_str());
@@ -178,10 +180,12 @@ void BM_Reg_Child(benchmark::State& state) {
       break;
     }
   }
-  if (bytes != 0) dev.registrar->deregister(reg);
+  if (kRegister && bytes != 0) dev.registrar->deregister(reg);
 }
-BENCHMARK(BM_Reg_Child<false>)->Name("BM_Reg_ForkExec")->Arg(0)->Arg(16)->Arg(256)->UseRealTime();
-BENCHMARK(BM_Reg_Child<true>)->Name("BM_Reg_Spawn")->Arg(0)->Arg(16)->Arg(256)->UseRealTime();
+void child_sizes(benchmark::internal::Benchmark* b) { b->Arg(0)->Arg(16)->Arg(256)->UseRealTime(); }
+BENCHMARK_TEMPLATE(BM_Reg_Child, false, true)->Name("BM_Reg_ForkExec")->Apply(child_sizes);
+BENCHMARK_TEMPLATE(BM_Reg_Child, false, false)->Name("BM_Reg_ForkExecUnregistered")->Apply(child_sizes);
+BENCHMARK_TEMPLATE(BM_Reg_Child, true, true)->Name("BM_Reg_Spawn")->Apply(child_sizes);
 
 // 4 KiB .. 16 MiB, and 2 MiB (a pool region).
 void sizes(benchmark::internal::Benchmark* b) {
