@@ -108,16 +108,8 @@ Result<std::shared_ptr<BlockPool>> BlockPool::create(PoolOptions o) {
 }
 
 BlockPool::~BlockPool() {
+  // No block is out (a block keeps its pool alive): every region can go.
   std::lock_guard<std::mutex> lock(mu_);
-  const size_t in_use = in_use_blocks_.load();
-  if (in_use != 0) {
-    // Slices still point into the regions (a caller bug): leak them rather than unmap
-    // memory someone may still read or a device may still write.
-    CONDUIT_LOG(kError) << "memory pool '" << options_.name << "' destroyed with " << in_use
-                        << " block(s) in use; leaking its regions";
-    for (auto& r : regions_) (void)r.release();
-    return;
-  }
   for (auto& r : regions_) unmap_region(*r);
 }
 
@@ -261,9 +253,30 @@ Result<Slice> BlockPool::allocate(size_t size) {
     CONDUIT_ASSIGN_OR_RETURN(s, take_shared(static_cast<size_t>(cls)));
   }
   s->refs.store(1, std::memory_order_relaxed);
-  in_use_blocks_.fetch_add(1, std::memory_order_relaxed);
-  bytes_in_use_.fetch_add(s->capacity, std::memory_order_relaxed);
+  note_in_use(s->capacity);
   return Slice(s, 0, size);
+}
+
+// The pool keeps itself alive while any block is out (self_), so a slice may outlive every
+// other reference to its pool: its release always finds the pool, and the last release
+// then lets it go.
+void BlockPool::note_in_use(size_t capacity) {
+  bytes_in_use_.fetch_add(capacity, std::memory_order_relaxed);
+  if (in_use_blocks_.fetch_add(1, std::memory_order_acq_rel) == 0) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!self_) self_ = shared_from_this();
+  }
+}
+
+void BlockPool::note_released(size_t capacity) {
+  bytes_in_use_.fetch_sub(capacity, std::memory_order_relaxed);
+  if (in_use_blocks_.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  std::shared_ptr<BlockPool> last;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (in_use_blocks_.load(std::memory_order_acquire) == 0) last = std::move(self_);
+  }
+  // `last` may be the final reference: the pool is destroyed here, after every use of it.
 }
 
 Result<Slice> BlockPool::allocate_large(size_t size) {
@@ -280,8 +293,7 @@ Result<Slice> BlockPool::allocate_large(size_t size) {
   }
   Storage* s = &reg->blocks[0];
   s->refs.store(1, std::memory_order_relaxed);
-  in_use_blocks_.fetch_add(1, std::memory_order_relaxed);
-  bytes_in_use_.fetch_add(s->capacity, std::memory_order_relaxed);
+  note_in_use(s->capacity);
   return Slice(s, 0, size);
 }
 
@@ -296,11 +308,10 @@ Result<Chain> BlockPool::allocate_chain(size_t size, size_t max_block) {
 }
 
 void BlockPool::release_block(Storage* s) {
-  in_use_blocks_.fetch_sub(1, std::memory_order_relaxed);
-  bytes_in_use_.fetch_sub(s->capacity, std::memory_order_relaxed);
+  const size_t capacity = s->capacity;
   // Which class?  Pool blocks' capacity is their class size; a large block's region is its own.
-  const int cls = class_of(s->capacity);
-  if (cls < 0 || options_.classes[cls] != s->capacity) {
+  const int cls = class_of(capacity);
+  if (cls < 0 || options_.classes[cls] != capacity) {
     {
       std::lock_guard<std::mutex> lock(mu_);
       auto it = std::find_if(regions_.begin(), regions_.end(), [s](const auto& r) { return &r->blocks[0] == s; });
@@ -310,22 +321,24 @@ void BlockPool::release_block(Storage* s) {
       }
     }
     notify_waiters();
-    return;
+  } else if (!cache_block(s, static_cast<size_t>(cls))) {
+    return_shared(s);
+    if (pressure_.load(std::memory_order_acquire)) notify_waiters();
   }
-  if (!pressure_.load(std::memory_order_acquire)) {
-    ThreadCache::PerPool* tc = t_cache.find(id_);
-    if (tc == nullptr) {
-      t_cache.pools.push_back({id_, weak_from_this(), std::vector<std::vector<Storage*>>(classes_.size()), {}});
-      tc = &t_cache.pools.back();
-      for (auto& c : classes_) tc->limits.push_back(std::max<size_t>(2, options_.thread_cache_bytes / c->block_size));
-    }
-    if (tc->lists[cls].size() < tc->limits[cls]) {
-      tc->lists[cls].push_back(s);
-      return;
-    }
+  note_released(capacity);  // last: it may destroy the pool
+}
+
+bool BlockPool::cache_block(Storage* s, size_t cls) {
+  if (pressure_.load(std::memory_order_acquire)) return false;  // someone waits: make it visible
+  ThreadCache::PerPool* tc = t_cache.find(id_);
+  if (tc == nullptr) {
+    t_cache.pools.push_back({id_, weak_from_this(), std::vector<std::vector<Storage*>>(classes_.size()), {}});
+    tc = &t_cache.pools.back();
+    for (auto& c : classes_) tc->limits.push_back(std::max<size_t>(2, options_.thread_cache_bytes / c->block_size));
   }
-  return_shared(s);
-  if (pressure_.load(std::memory_order_acquire)) notify_waiters();
+  if (tc->lists[cls].size() >= tc->limits[cls]) return false;
+  tc->lists[cls].push_back(s);
+  return true;
 }
 
 void BlockPool::return_shared(Storage* s) {

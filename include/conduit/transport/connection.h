@@ -61,6 +61,13 @@ struct ConnStats {
   uint64_t write_would_block = 0;
   uint64_t wakeups = 0;             // shm: times the peer had to be woken (eventfd writes);
                                     // rdma: completion events this side woke up for
+  // Memory this connection holds outside the process heap for as long as it is open, which
+  // neither malloc's counters nor (until touched) RSS show: shm the shared region (both
+  // rings and the header page, on each side), rdma the registered buffers.  0 for tcp
+  // (socket buffers are the kernel's).  Fixed once the connection is established, so an
+  // application may read it once on accept to account for it (conduit-kv adds it to
+  // used_memory and counts it against maxmemory).
+  uint64_t pinned_bytes = 0;
 };
 
 class Connection {
@@ -157,12 +164,48 @@ class Connection {
   bool staging_io_ = false;
 };
 
+// Handshakes in progress: inbound connections a listener has taken from the kernel but not
+// yet handed to its AcceptCallback.  A transport with a setup exchange spends descriptors
+// and memory on each of them before the application sees it (shm: a socket and its hello;
+// rdma: a QP and registered buffers per connect request), so a server must be able to see
+// and bound them.  Every such transport bounds them with a listener option (shm and rdma:
+// `max_handshakes`) and asks the admission callback before it starts one.  tcp has no
+// handshake: it reports zeros and never asks.
+struct ListenerStats {
+  uint64_t handshakes = 0;       // in progress now (never above the transport's max_handshakes)
+  uint64_t handshake_bytes = 0;  // memory those pin outside the heap (see ConnStats::pinned_bytes)
+  uint64_t refused = 0;          // inbound connections turned away before their handshake:
+                                 // peer not allowed, or the admission callback said no
+  uint64_t failed = 0;           // handshakes that failed or timed out
+};
+
+// Asked by a listener on its loop thread for each inbound connection, before it spends
+// anything on it (no memory, no descriptor beyond the accepted socket, no QP).  True admits
+// the connection to its handshake; false refuses it at once: the peer's connect fails with
+// kResourceExhausted ("server out of resources"; shm: a reject hello, rdma: rdma_reject),
+// and the refusal is counted in ListenerStats::refused.  Must not close or destroy the
+// listener.  An application that limits its clients counts handshakes in progress
+// (stats().handshakes of each listener) against the same limit here, so that clients plus
+// handshakes never exceed it.
+using AdmitCallback = std::function<bool()>;
+
 class Listener {
  public:
   virtual ~Listener() = default;
   // The bound endpoint as a URL a client can connect to (port 0 resolved).
   virtual std::string url() const = 0;
   virtual void close() = 0;
+
+  // Handshakes in progress and what they cost.  Any thread: each field is read with one
+  // relaxed atomic load (a snapshot, possibly a moment old); O(1).  The base version is for
+  // transports without a handshake (tcp): all zeros.  After close(), handshakes is 0.
+  virtual ListenerStats stats() const { return {}; }
+  // Installs the admission check (null removes it: every connection is admitted, up to the
+  // transport's own bound).  Loop thread.  The base version ignores it: a transport
+  // without a handshake hands each connection straight to the AcceptCallback, which is the
+  // application's admission point there.  A transport with a handshake must override
+  // both this and stats().
+  virtual void set_admission(AdmitCallback admit) { (void)admit; }
 };
 
 // Called on the loop thread for each fully established inbound connection; the callee

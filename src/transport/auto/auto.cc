@@ -1,6 +1,7 @@
 #include "auto.h"
 
 #include <mutex>
+#include <utility>
 
 #include "conduit/base/log.h"
 #include "conduit/verbs/device.h"
@@ -167,6 +168,22 @@ class AutoListener final : public Listener {
   void close() override {
     if (tcp_) tcp_->close();
     if (rdma_) rdma_->close();
+  }
+  // Both inner listeners' handshakes (tcp has none) and one admission check for both.
+  ListenerStats stats() const override {
+    ListenerStats s = tcp_->stats();
+    if (rdma_) {
+      const ListenerStats r = rdma_->stats();
+      s.handshakes += r.handshakes;
+      s.handshake_bytes += r.handshake_bytes;
+      s.refused += r.refused;
+      s.failed += r.failed;
+    }
+    return s;
+  }
+  void set_admission(AdmitCallback admit) override {
+    if (rdma_) rdma_->set_admission(admit);
+    tcp_->set_admission(std::move(admit));
   }
   bool serves_rdma() const { return rdma_ != nullptr; }
 

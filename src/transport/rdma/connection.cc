@@ -127,12 +127,13 @@ Result<std::unique_ptr<RdmaConnection>> RdmaConnection::start_accept(LoopContext
 // The retry budget (URL options) and then rdma_connect / rdma_accept.
 Status RdmaConnection::cm_connect_params(bool accept) {
   CmId& id = *res_->id;
-  CONDUIT_RETURN_IF_ERROR(id.set_ack_timeout(options_.timeout));
-  if (!accept) return id.connect({}, 1, 1, options_.rnr_retry, options_.retry_cnt);
+  CONDUIT_RETURN_IF_ERROR(id.set_ack_timeout(static_cast<uint8_t>(options_.timeout)));
+  const auto rnr = static_cast<uint8_t>(options_.rnr_retry), retry = static_cast<uint8_t>(options_.retry_cnt);
+  if (!accept) return id.connect({}, 1, 1, rnr, retry);
   // Never more outstanding READs than the requester said it can take.
   const uint8_t initiator = std::min<uint8_t>(1, peer_responder_resources_);
   const uint8_t responder = std::min<uint8_t>(1, peer_initiator_depth_);
-  return id.accept({}, initiator, responder, options_.rnr_retry, options_.retry_cnt);
+  return id.accept({}, initiator, responder, rnr, retry);
 }
 
 Status RdmaConnection::setup_resources() {
@@ -145,7 +146,7 @@ Status RdmaConnection::setup_resources() {
   }
   CONDUIT_ASSIGN_OR_RETURN(r.pd, ctx_->pd_for(*r.id));
   if (options_.srq) {
-    CONDUIT_ASSIGN_OR_RETURN(r.srq, ctx_->srq_for(r.pd, options_.srq_depth));
+    CONDUIT_ASSIGN_OR_RETURN(r.srq, ctx_->srq_for(r.pd, static_cast<uint32_t>(options_.srq_depth)));
   }
   std::shared_ptr<Context> dev = r.pd->context();
   CONDUIT_ASSIGN_OR_RETURN(r.channel, CompletionChannel::create(dev));
@@ -153,11 +154,11 @@ Status RdmaConnection::setup_resources() {
   const int cqe = static_cast<int>(options_.send_depth + ctrl_recv_slots()) + 16;
   CONDUIT_ASSIGN_OR_RETURN(r.cq, CompletionQueue::create(dev, cqe, r.channel));
   QpOptions qo;
-  qo.max_send_wr = options_.send_depth;
-  qo.max_recv_wr = options_.recv_depth;
+  qo.max_send_wr = static_cast<uint32_t>(options_.send_depth);
+  qo.max_recv_wr = static_cast<uint32_t>(options_.recv_depth);
   qo.max_send_sge = 1;
   qo.max_recv_sge = 1;
-  qo.max_inline_data = options_.inline_bytes;
+  qo.max_inline_data = static_cast<uint32_t>(options_.inline_bytes);
   CONDUIT_ASSIGN_OR_RETURN(QueuePair * qp, r.id->create_qp(r.pd, r.cq, r.srq ? r.srq->cq() : r.cq, qo,
                                                            r.srq ? r.srq->srq() : nullptr));
   r.qpn = qp->qp_num();
@@ -167,7 +168,7 @@ Status RdmaConnection::setup_resources() {
   }
   // Never trust the provider to refuse overruns (rxe keeps spare slots): the tracker
   // enforces the depth it granted, signalling at least every quarter of it.
-  const uint32_t depth = std::min(options_.send_depth, qp->options().max_send_wr);
+  const uint32_t depth = std::min(static_cast<uint32_t>(options_.send_depth), qp->options().max_send_wr);
   r.tracker = std::make_unique<SignalTracker>(depth, std::max(1u, depth / 4));
 
   const size_t ctrl_bytes = static_cast<size_t>(ctrl_recv_slots() + kCtrlSendSlots) * kCtrlSize;
@@ -176,6 +177,7 @@ Status RdmaConnection::setup_resources() {
   CONDUIT_ASSIGN_OR_RETURN(auto rx, RegisteredBuffer::create(r.pd, options_.rx_buffer,
                                                              Access::kLocalWrite | Access::kRemoteWrite));
   r.rx = std::make_unique<RegisteredBuffer>(std::move(rx));
+  stats_.pinned_bytes = r.ctrl->size() + r.rx->size();  // + the staging mirror once the peer's size is known
   for (uint32_t i = 0; i < ctrl_recv_slots(); ++i) CONDUIT_RETURN_IF_ERROR(post_recv_slot(i));
   for (uint32_t i = 0; i < kCtrlSendSlots; ++i) free_ctrl_slots_.push_back(kCtrlSendSlots - 1 - i);
   CONDUIT_RETURN_IF_ERROR(arm_cq());
@@ -444,6 +446,7 @@ Status RdmaConnection::handle_ctrl(const CtrlMsg& m) {
         res_->tx.reset();
         CONDUIT_ASSIGN_OR_RETURN(auto buf, RegisteredBuffer::create(res_->pd, m.length, kLocalOnly));
         res_->tx = std::make_unique<RegisteredBuffer>(std::move(buf));
+        stats_.pinned_bytes = res_->ctrl->size() + res_->rx->size() + res_->tx->size();
       }
       tx_known_ = true;
       tx_addr_ = m.addr;

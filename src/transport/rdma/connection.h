@@ -115,7 +115,7 @@ class RdmaConnection final : public Connection, public reactor::FdHandler, publi
 
   Status setup_resources();
   // Receive slots in ctrl (0 with an SRQ: ctrl then holds only send slots).
-  uint32_t ctrl_recv_slots() const { return res_->srq ? 0 : options_.recv_depth; }
+  uint32_t ctrl_recv_slots() const { return res_->srq ? 0 : static_cast<uint32_t>(options_.recv_depth); }
   const uint8_t* recv_slot_data(uint32_t slot) const {
     return res_->srq ? res_->srq->slot_data(slot) : res_->ctrl->data() + static_cast<size_t>(slot) * kCtrlSize;
   }
