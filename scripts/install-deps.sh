@@ -17,6 +17,8 @@ packages=(
   # memory-layer micro-benchmarks (bench/memory_micro.sh): Google Benchmark, mimalloc as a
   # peer allocator; gnuplot draws the benchmark scripts' plots
   libbenchmark-dev libmimalloc-dev gnuplot-nox
+  # kv: strace shows the AOF fsync before each reply under appendfsync always (kv_fsync_order_test)
+  strace
   # Soft-RoCE testbed: qemu guest booting Debian's kernel with a busybox initramfs
   qemu-system-x86 busybox-static kmod iproute2 cpio xz-utils zstd procps
 )

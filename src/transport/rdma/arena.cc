@@ -45,7 +45,7 @@ Result<std::shared_ptr<memory::BlockPool>> make_pool(const std::shared_ptr<Prote
                                                      memory::PoolOptions o, Access access,
                                                      std::shared_ptr<VerbsRegistrar>* out = nullptr) {
   CONDUIT_ASSIGN_OR_RETURN(auto pool, memory::BlockPool::create(std::move(o)));
-  auto reg = std::make_shared<VerbsRegistrar>(pd, access, pd->context()->name() + "/" + pool->options().name);
+  auto reg = std::make_shared<VerbsRegistrar>(pd, access, std::string(pd->context()->name()) + "/" + pool->options().name);
   CONDUIT_ASSIGN_OR_RETURN(unsigned d, pool->add_registrar(reg));
   if (d != Arena::kDomain) return Status(Code::kInternal, "rdma arena: unexpected registrar index");
   if (out) *out = reg;
@@ -84,7 +84,7 @@ Arena::~Arena() = default;
 Result<memory::Slice> Arena::allocate_rx(Scope s, size_t bytes) {
   memory::BlockPool* p = nullptr;
   if (s == Scope::kMw) {
-    if (!rx_mw) return Status(Code::kNotSupported, "rdma scope=mw: device " + pd->context()->name() +
+    if (!rx_mw) return Status(Code::kNotSupported, "rdma scope=mw: device " + std::string(pd->context()->name()) +
                                                        " has no type-2 memory windows (use scope=private)");
     p = rx_mw.get();
   } else if (s == Scope::kShared) {

@@ -30,6 +30,14 @@ Status parse_features(std::string_view what, std::string_view text, O& o) {
   return {};
 }
 
+Status parse_scope(std::string_view what, std::string_view text, O& o) {
+  if (text != "auto" && text != "mw" && text != "private" && text != "shared")
+    return Status(Code::kInvalidArgument, std::string(what) + "='" + std::string(text) +
+                                              "': expected auto, mw, private or shared");
+  o.scope = std::string(text);
+  return {};
+}
+
 Status parse_device(std::string_view, std::string_view text, O& o) {
   o.device = std::string(text);
   return {};
@@ -83,6 +91,11 @@ constexpr Row kRows[] = {
     Row::number_row("rnr_retry", "7", 0, 7, &O::rnr_retry,
                     "receiver-not-ready retries; 7 = forever (a slow reader stalls the writer instead of failing "
                     "it; keepalives still bound dead-peer detection)"),
+    Row::custom_row("scope", "auto", parse_scope, "`auto`, `mw`, `private`, `shared`",
+                    "how a peer is kept to its own receive area: `mw` a type-2 memory window bound to the "
+                    "connection's QP over an arena area; `private` a registration of its own per connection "
+                    "(slow setup); `shared` the arena region's rkey (trusted peers only); `auto` = `mw` where "
+                    "the device has windows, else `private` (docs/MEMORY.md)"),
     Row::number_row("timeout", "17", 1, 31, &O::timeout,
                     "local ACK timeout exponent: 4.096 us * 2^timeout per try (17 = 537 ms, rdma_cm's own choice on "
                     "RoCE; with retry_cnt=7 a dead peer fails the QP after about 4 s of unacknowledged traffic)"),

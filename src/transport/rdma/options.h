@@ -34,6 +34,7 @@ struct RdmaOptions {
   uint64_t retry_cnt = 7;
   uint64_t rnr_retry = 7;
   uint64_t timeout = 17;
+  std::string scope = "auto";  // how a peer is kept to its own receive area (arena.h)
 
   // Derived by parse_options from `features`: the extension bits offered.
   uint64_t feature_mask = 0;
