@@ -5,10 +5,13 @@
 
 Per size and strategy: the median over the repetitions with min..max of messages/s and of
 CPU time per message (getrusage user+system over each side's timed section, divided by the
-messages), client (sender) and server (receiver) apart, with the user part beside it; the
-registrations each side made per message in its timed section; whether every checksum
-matched.  Then, per size, whether the expected order (pool >= staging >= register in
-messages/s; the reverse in CPU per message) holds.  With --dat, DIR/strategies.dat holds the
+messages), client (sender) and server (receiver) apart; the time per message each side
+spent in the strategy's own memory operations (register+deregister, the copy, or taking and
+returning the pool block: cycle counter around those calls); the registrations each side made
+per message in its timed section; whether every checksum matched.  Then, per size, whether
+the expected order (pool >= staging >= register in messages/s; the reverse in CPU and in
+memory-operation time per message) holds.  getrusage's user/system split is tick-sampled
+(only the sum is exact), so the user part is left to the raw data.  With --dat, DIR/strategies.dat holds the
 medians for gnuplot.
 """
 import json
@@ -79,8 +82,8 @@ def main(argv):
     print(f"{len(rows)} cases, {reps} repetitions, window {rows[0]['window']}, poll {rows[0]['poll']}; "
           f"checksums: {'all match' if not bad else f'{len(bad)} MISMATCHED'}")
     print()
-    print("| size | strategy | msgs/s | client CPU µs/msg | client user µs/msg | server CPU µs/msg "
-          "| server user µs/msg | reg/msg client, server | msgs/s vs staging |")
+    print("| size | strategy | msgs/s | client CPU µs/msg | server CPU µs/msg | client mem-op µs/msg "
+          "| server mem-op µs/msg | reg/msg client, server | msgs/s vs staging |")
     print("|---|---|---|---|---|---|---|---|---|")
     med = {}
     for n in sizes:
@@ -93,20 +96,21 @@ def main(argv):
                 continue
             rate = [r["msgs_per_s"] for r in rs]
             c_cpu = [per_msg_us(r["client"], "cpu") for r in rs]
-            c_usr = [per_msg_us(r["client"], "user_ns") for r in rs]
+            c_usr = [per_msg_us(r["client"], "strategy_ns") for r in rs]
             s_cpu = [per_msg_us(r["server"], "cpu") for r in rs]
-            s_usr = [per_msg_us(r["server"], "user_ns") for r in rs]
+            s_usr = [per_msg_us(r["server"], "strategy_ns") for r in rs]
             msgs = sum(r["messages"] for r in rs)
             reg_c = sum(r["client"]["reg_calls"] for r in rs) / msgs
             reg_s = sum(r["server"]["reg_calls"] for r in rs) / msgs
             ratio = f"{statistics.median(rate) / base:.2f}×" if base else ""
             med[(n, s)] = (statistics.median(rate), statistics.median(c_cpu), statistics.median(s_cpu),
                            statistics.median(c_usr), statistics.median(s_usr))
-            print(f"| {size_name(n)} | {s} | {cell(rate)} | {cell(c_cpu)} | {cell(c_usr)} | {cell(s_cpu)} "
+            print(f"| {size_name(n)} | {s} | {cell(rate)} | {cell(c_cpu)} | {cell(s_cpu)} | {cell(c_usr)} "
                   f"| {cell(s_usr)} | {reg_c:.2f}, {reg_s:.2f} | {ratio} |")
     print()
     if all(s in strategies for s in ORDER):
-        print("Expected order (pool >= staging >= register in msgs/s; pool <= staging <= register in CPU/msg):")
+        print("Expected order (pool >= staging >= register in msgs/s; pool <= staging <= register in CPU and "
+              "mem-op µs/msg):")
         for n in sizes:
             if not all((n, s) in med for s in ORDER):
                 continue
@@ -114,7 +118,7 @@ def main(argv):
             notes = []
             if not r["pool"][0] >= r["staging"][0] >= r["register"][0]:
                 notes.append("msgs/s " + " ".join(f"{s} {fmt(r[s][0])}" for s in ORDER))
-            for label, i in (("client CPU", 1), ("server CPU", 2), ("client user", 3), ("server user", 4)):
+            for label, i in (("client CPU", 1), ("server CPU", 2), ("client mem-op", 3), ("server mem-op", 4)):
                 if not r["pool"][i] <= r["staging"][i] <= r["register"][i]:
                     notes.append(f"{label} " + " ".join(f"{s} {fmt(r[s][i])}" for s in ORDER))
             print(f"- {size_name(n)}: " + ("holds" if not notes else "does NOT hold: " + "; ".join(notes)))

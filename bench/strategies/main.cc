@@ -10,6 +10,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "conduit/base/clock.h"
 #include "conduit/base/json.h"
 #include "memory/verbs_registrar.h"  // tests/memory: the registrar over ibv_reg_mr
 #include "numeric_flags.h"
@@ -117,7 +118,8 @@ std::string side_json(const SideResult& r) {
   std::ostringstream j;
   j << "{\"messages\":" << r.messages << ",\"bytes\":" << r.bytes << ",\"wall_ns\":" << r.wall_ns
     << ",\"user_ns\":" << r.user_ns << ",\"sys_ns\":" << r.sys_ns << ",\"reg_calls\":" << r.reg_calls
-    << ",\"copies\":" << r.copies << ",\"credits\":" << r.credits << ",\"checksum\":" << json_string(std::to_string(r.checksum))
+    << ",\"copies\":" << r.copies
+    << ",\"strategy_ns\":" << json_number(Tsc::to_ns(r.strategy_cycles), 0) << ",\"work_ns\":" << json_number(Tsc::to_ns(r.work_cycles), 0) << ",\"credits\":" << r.credits << ",\"checksum\":" << json_string(std::to_string(r.checksum))
     << ",\"cpu_us_per_msg\":" << json_number(r.messages ? double(r.user_ns + r.sys_ns) / 1e3 / double(r.messages) : 0, 3)
     << "}";
   return j.str();
@@ -129,10 +131,11 @@ Status drive(const Options& o, UniqueFd ctl, bool* mismatch) {
   CONDUIT_ASSIGN_OR_RETURN(auto pool, make_pool(*link, "strategies-client", IBV_ACCESS_LOCAL_WRITE));
   if (!o.json)
     std::printf("# device %s, window %u, poll %s, at most %llu messages or %.3g s per case\n"
-                "%-4s %-9s %8s %8s %10s %9s %13s %13s %10s %s\n",
+                "%-4s %-9s %8s %8s %10s %9s %13s %13s %17s %10s %s\n",
                 std::string(link->ctx->name()).c_str(), o.window, o.poll == PollMode::kSpin ? "spin" : "event",
                 static_cast<unsigned long long>(o.count), o.seconds, "rep", "strategy", "bytes", "msgs", "msgs/s",
-                "MB/s", "cli_us/msg", "srv_us/msg", "reg c/s", "checksums");
+                "MB/s", "cli_us/msg", "srv_us/msg", "mem_us/msg c/s", "reg c/s", "checksums");
+  (void)Tsc::cycles_per_us();  // calibrate now, not inside a case
   uint32_t case_id = 0;
   for (uint32_t rep = 0; rep < o.reps; ++rep) {
     for (uint32_t size : o.sizes) {
@@ -168,9 +171,11 @@ Status drive(const Options& o, UniqueFd ctl, bool* mismatch) {
                       json_number(rate * size / 1e6, 2).c_str(), ok ? "true" : "false", side_json(c).c_str(),
                       side_json(s).c_str());
         } else {
-          std::printf("%-4u %-9s %8u %8llu %10.0f %9.2f %13.2f %13.2f %4llu/%-5llu %s\n", rep + 1,
+          const double cm = Tsc::to_us(c.strategy_cycles) / double(c.messages);
+          const double sm = s.messages ? Tsc::to_us(s.strategy_cycles) / double(s.messages) : 0;
+          std::printf("%-4u %-9s %8u %8llu %10.0f %9.2f %13.2f %13.2f %8.2f/%-8.2f %4llu/%-5llu %s\n", rep + 1,
                       std::string(strategy_name(st)).c_str(), size, static_cast<unsigned long long>(c.messages), rate,
-                      rate * size / 1e6, cu, su, static_cast<unsigned long long>(c.reg_calls),
+                      rate * size / 1e6, cu, su, cm, sm, static_cast<unsigned long long>(c.reg_calls),
                       static_cast<unsigned long long>(s.reg_calls),
                       ok ? "match" : "MISMATCH");
         }

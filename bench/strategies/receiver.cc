@@ -99,22 +99,35 @@ class Receiver {
     const size_t n = s_.size;
     if (wc.byte_len != n) ++r_.bad_length;
     uint64_t cs = 0;
+    const uint64_t c0 = read_tsc();
+    uint64_t c1 = 0, c2 = 0;
     switch (Strategy(s_.strategy)) {
       case Strategy::kRegister:
         if (int rc = ibv_dereg_mr(mrs_[slot]); rc != 0) return Status::FromErrno(rc, "ibv_dereg_mr");
         mrs_[slot] = nullptr;
+        c1 = read_tsc();
         cs = checksum(app_[slot].data(), n);
+        c2 = read_tsc();
+        r_.strategy_cycles += c1 - c0;
+        r_.work_cycles += c2 - c1;
         if (!*last) CONDUIT_RETURN_IF_ERROR(advertise(slot));
         break;
       case Strategy::kStaging:
         std::memcpy(app_[0].data(), ring_->data() + size_t{slot} * n, n);
         r_.copies += n;
+        r_.strategy_cycles += read_tsc() - c0;
         if (!*last) CONDUIT_RETURN_IF_ERROR(advertise(slot));  // the slot is free once copied out
+        c1 = read_tsc();
         cs = checksum(app_[0].data(), n);
+        r_.work_cycles += read_tsc() - c1;
         break;
       case Strategy::kPool:
         cs = checksum(blocks_[slot].data(), n);
+        c1 = read_tsc();
         blocks_[slot] = memory::Slice();  // back to the pool
+        c2 = read_tsc();
+        r_.work_cycles += c1 - c0;
+        r_.strategy_cycles += c2 - c1;
         if (!*last) CONDUIT_RETURN_IF_ERROR(advertise(slot));
         break;
     }
@@ -129,6 +142,7 @@ class Receiver {
     Credit c;
     c.case_id = s_.case_id;
     c.slot = slot;
+    const uint64_t c0 = read_tsc();
     switch (Strategy(s_.strategy)) {
       case Strategy::kRegister: {
         ibv_mr* mr = ibv_reg_mr(l_.pd->native_handle(), app_[slot].data(), n,
@@ -153,6 +167,7 @@ class Receiver {
         break;
       }
     }
+    r_.strategy_cycles += read_tsc() - c0;  // staging: nothing to do, a few cycles
     pending_.push_back(c);
     return {};
   }

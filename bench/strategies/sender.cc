@@ -76,8 +76,12 @@ class Sender {
       switch (Strategy(s_.strategy)) {
         case Strategy::kRegister: {
           uint8_t* p = app_[idx].data();
+          const uint64_t c0 = read_tsc();
           cs = fill_message(p, n, seq);
+          const uint64_t c1 = read_tsc();
           ibv_mr* mr = ibv_reg_mr(l_.pd->native_handle(), p, n, IBV_ACCESS_LOCAL_WRITE);
+          r.work_cycles += c1 - c0;
+          r.strategy_cycles += read_tsc() - c1;
           if (mr == nullptr) return Status::FromErrnoAuto(errno, "ibv_reg_mr of a " + std::to_string(n) + "-byte message");
           ++r.reg_calls;
           inflight_[idx].mr = mr;
@@ -85,16 +89,24 @@ class Sender {
           break;
         }
         case Strategy::kStaging: {
+          const uint64_t c0 = read_tsc();
           cs = fill_message(app_[0].data(), n, seq);
+          const uint64_t c1 = read_tsc();
           std::memcpy(staging_->data() + size_t{idx} * n, app_[0].data(), n);
+          r.work_cycles += c1 - c0;
+          r.strategy_cycles += read_tsc() - c1;
           r.copies += n;
           sge = staging_->sge(size_t{idx} * n, uint32_t(n));
           break;
         }
         case Strategy::kPool: {
+          const uint64_t c0 = read_tsc();
           auto b = pool_.allocate(n);
+          const uint64_t c1 = read_tsc();
           if (!b.ok()) return b.status();  // kWouldBlock cannot happen below the cap: report it
           cs = fill_message(b->writable_data(), n, seq);
+          r.strategy_cycles += c1 - c0;
+          r.work_cycles += read_tsc() - c1;
           b->set_size(n);
           sge = {b->address(), uint32_t(n), b->keys(0).lkey};
           inflight_[idx].block = std::move(*b);
@@ -142,11 +154,13 @@ class Sender {
         }
         case kTagWrite: {
           Inflight& f = inflight_[idx];
+          const uint64_t c0 = read_tsc();
           if (f.mr != nullptr) {
             if (int rc = ibv_dereg_mr(f.mr); rc != 0) return Status::FromErrno(rc, "ibv_dereg_mr");
             f.mr = nullptr;
           }
           f.block = memory::Slice();  // back to the pool
+          r.strategy_cycles += read_tsc() - c0;
           free_.push_back(idx);
           --outstanding_;
           break;
