@@ -64,7 +64,9 @@ class Sender {
     bool last = false;
     uint64_t seq = 0;
     while (!last) {
-      while (credits_.empty()) CONDUIT_RETURN_IF_ERROR(pump(r));
+      // A credit can arrive before the completion of the write it answers has been polled
+      // (the peer's SEND and our completer are not ordered): wait for a free entry too.
+      while (credits_.empty() || free_.empty()) CONDUIT_RETURN_IF_ERROR(pump(r));
       const Credit c = credits_.front();
       credits_.pop_front();
       last = seq + 1 >= s_.max_messages || (seq % clock_every == 0 && monotonic_ns() >= deadline);
