@@ -102,11 +102,11 @@ fi
 	echo "raw results: $out"
 } | tee "$out/summary.txt"
 
-if [[ -f $out/strategies.dat ]] && command -v gnuplot >/dev/null; then
-	if gnuplot 2>"$out/plot.log" <<EOF; then
-set terminal pngcairo size 1100,420 noenhanced
+# The plot's script stays with the results (gnuplot DIR/plot.gp redraws it).
+cat >"$out/plot.gp" <<EOF
+set terminal pngcairo size 1500,420 noenhanced
 set output "$out/strategies.png"
-set multiplot layout 1,2 title "Memory strategies over Soft-RoCE (rxe, TCG guest): medians of $reps repetitions, window $window, poll $poll"
+set multiplot layout 1,3 title "Memory strategies over Soft-RoCE (rxe, TCG guest): medians of $reps repetitions, window $window, poll $poll"
 set style data histograms
 set style histogram clustered gap 1
 set style fill solid 0.8 border -1
@@ -114,12 +114,16 @@ set logscale y
 set grid ytics
 set key top right
 set title "messages/s (higher is better)"
-plot "$out/strategies.dat" using 3:xtic(2) title "register per message", "" using 5 title "staging + copy", "" using 7 title "shared pool, zero copy"
-set title "CPU µs per message, client + server (lower is better)"
+plot "$out/strategies.dat" using 3:xtic(2) title "register per message", "" using 6 title "staging + copy", "" using 9 title "shared pool, zero copy"
 set key top left
-plot "$out/strategies.dat" using 4:xtic(2) title "register per message", "" using 6 title "staging + copy", "" using 8 title "shared pool, zero copy"
+set title "CPU µs per message, client + server (lower is better)"
+plot "$out/strategies.dat" using 4:xtic(2) title "register per message", "" using 7 title "staging + copy", "" using 10 title "shared pool, zero copy"
+set title "µs per message in the memory operations, client + server"
+plot "$out/strategies.dat" using 5:xtic(2) title "register + deregister", "" using 8 title "memcpy", "" using 11 title "pool block take + return"
 unset multiplot
 EOF
+if [[ -f $out/strategies.dat ]] && command -v gnuplot >/dev/null; then
+	if gnuplot "$out/plot.gp" 2>"$out/plot.log"; then
 		echo "plot: $out/strategies.png"
 	else
 		echo "plot: gnuplot failed (see $out/plot.log)"

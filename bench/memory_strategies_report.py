@@ -124,12 +124,13 @@ def main(argv):
             print(f"- {size_name(n)}: " + ("holds" if not notes else "does NOT hold: " + "; ".join(notes)))
     if dat_dir:
         with open(f"{dat_dir}/strategies.dat", "w") as f:
-            f.write("# size label " + " ".join(f"{s}_rate {s}_cpu" for s in ORDER) + "  (cpu: client+server µs/msg)\n")
+            f.write("# size label " + " ".join(f"{s}_rate {s}_cpu {s}_memop" for s in ORDER)
+                    + "  (cpu, memop: client+server µs/msg)\n")
             for n in sizes:
                 vals = []
                 for s in ORDER:
                     m = med.get((n, s))
-                    vals += [f"{m[0]:.2f}", f"{m[1] + m[2]:.2f}"] if m else ["NaN", "NaN"]
+                    vals += [f"{m[0]:.2f}", f"{m[1] + m[2]:.2f}", f"{m[3] + m[4]:.3f}"] if m else ["NaN"] * 3
                 f.write(f"{n} \"{size_name(n)}\" " + " ".join(vals) + "\n")
     return 1 if bad else 0
 
