@@ -94,10 +94,11 @@ if [[ $rc -ne 0 ]]; then
 	echo "memory_strategies: conduit-memory-strategies exited $rc:" >&2
 	tail -20 "$out/stderr.log" >&2
 fi
+python3 "$REPO/bench/memory_strategies_report.py" "$out/raw.jsonl" --dat "$out" >"$out/table.md" || rc=1
 {
 	cat "$out/setup.txt"
 	echo
-	python3 "$REPO/bench/memory_strategies_report.py" "$out/raw.jsonl" --dat "$out" || rc=1
+	cat "$out/table.md"
 	echo
 	echo "raw results: $out"
 } | tee "$out/summary.txt"

@@ -36,6 +36,16 @@ AppBuffer AppBuffer::make(size_t n) {
   return b;
 }
 
+Status warm_pool(memory::BlockPool& pool, size_t n, uint32_t count) {
+  std::vector<memory::Slice> warm;
+  for (uint32_t i = 0; i < count; ++i) {
+    CONDUIT_ASSIGN_OR_RETURN(auto b, pool.allocate(n));
+    std::memset(b.writable_data(), 0, n);
+    warm.push_back(std::move(b));
+  }
+  return {};
+}
+
 Result<std::unique_ptr<Link>> Link::create(const std::string& device, UniqueFd ctl, PollMode poll) {
   auto l = std::make_unique<Link>();
   l->ctl = std::move(ctl);

@@ -33,15 +33,9 @@ class Receiver {
         ring_ = std::make_unique<verbs::RegisteredBuffer>(std::move(ring));
         break;
       }
-      case Strategy::kPool: {
-        std::vector<memory::Slice> warm;
-        for (uint32_t i = 0; i < uint32_t{s_.window} + 2; ++i) {
-          CONDUIT_ASSIGN_OR_RETURN(auto b, pool_.allocate(n));
-          std::memset(b.writable_data(), 0, n);
-          warm.push_back(std::move(b));
-        }
+      case Strategy::kPool:
+        CONDUIT_RETURN_IF_ERROR(warm_pool(pool_, n, s_.window + 2));
         break;
-      }
     }
     for (const AppBuffer& a : app_)
       if (!a.data()) return Status(Code::kResourceExhausted, "out of memory for the application buffers");

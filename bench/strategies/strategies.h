@@ -144,6 +144,10 @@ struct AppBuffer {
   uint8_t* data() const { return mem.get(); }
 };
 
+// Setup, not a timed part: takes `count` blocks of `n` bytes from `pool`, touches them and
+// gives them back, so the regions a case uses are mapped and registered before it starts.
+Status warm_pool(memory::BlockPool& pool, size_t n, uint32_t count);
+
 // One end of the benchmark's connection: device, one CQ on a completion channel for sends
 // and receives, an RC QP, the receive ring the credits land in (both sides post it), and the
 // TCP control socket.
