@@ -20,6 +20,12 @@ struct Inflight {
 class Sender {
  public:
   Sender(Link& l, const CaseSpec& s, memory::BlockPool& pool) : l_(l), s_(s), pool_(pool), inflight_(s.window) {}
+  ~Sender() {
+    for (Inflight& f : inflight_)
+      if (f.mr != nullptr) ibv_dereg_mr(f.mr);  // only after an error left a message in flight
+  }
+  Sender(const Sender&) = delete;
+  Sender& operator=(const Sender&) = delete;
 
   Status setup() {
     const size_t n = s_.size;
