@@ -2,7 +2,9 @@
 
 #include <mutex>
 
+#include "conduit/base/clock.h"
 #include "conduit/base/log.h"
+#include "fallback_schedule.h"
 #include "conduit/verbs/device.h"
 
 namespace conduit::transport {
@@ -12,8 +14,16 @@ using reactor::EventLoop;
 
 struct AutoOptions {
   uint64_t rdma_timeout_ms = 2000;
+  uint64_t rdma_retry_ms = 0;  // 0: try RDMA on every connect
+  uint64_t rdma_retry_max_ms = 60000;
   std::map<std::string, std::string> tcp, rdma;
 };
+
+// The process-wide per-destination schedule of RDMA retries (rdma_retry_ms).
+FallbackSchedule& schedule() {
+  static FallbackSchedule s;
+  return s;
+}
 
 Result<AutoOptions> parse_options(const Endpoint& ep) {
   AutoOptions o;
@@ -22,12 +32,14 @@ Result<AutoOptions> parse_options(const Endpoint& ep) {
       o.tcp[k.substr(4)] = v;
     } else if (k.rfind("rdma.", 0) == 0) {
       o.rdma[k.substr(5)] = v;
-    } else if (k != "rdma_timeout_ms") {
+    } else if (k != "rdma_timeout_ms" && k != "rdma_retry_ms" && k != "rdma_retry_max_ms") {
       return Status(Code::kInvalidArgument, "auto: unknown option '" + k + "' (use tcp.* or rdma.*)");
     }
   }
   OptionReader r(ep);
   CONDUIT_ASSIGN_OR_RETURN(o.rdma_timeout_ms, r.get_u64("rdma_timeout_ms", 2000, 1, 600000));
+  CONDUIT_ASSIGN_OR_RETURN(o.rdma_retry_ms, r.get_u64("rdma_retry_ms", 0, 0, 86'400'000));
+  CONDUIT_ASSIGN_OR_RETURN(o.rdma_retry_max_ms, r.get_u64("rdma_retry_max_ms", 60000, 1, 86'400'000));
   return o;
 }
 
@@ -61,6 +73,14 @@ class AutoConnection final : public Connection {
   Status start() {
     Transport* rdma = find_transport("rdma");
     if (rdma != nullptr && rdma_device_present()) {
+      if (options_.rdma_retry_ms > 0) {
+        const FallbackSchedule::Decision d = schedule().decide(ep_.address, monotonic_ns());
+        if (!d.try_rdma) {
+          fallback_reason_ = "RDMA not tried for another " + std::to_string(d.retry_in_ms) + " ms after " +
+                             std::to_string(d.failures) + " failed attempt(s); last: " + d.last_reason;
+          return start_tcp();
+        }
+      }
       auto opts = options_.rdma;
       if (opts.count("connect_timeout_ms") == 0) opts["connect_timeout_ms"] = std::to_string(options_.rdma_timeout_ms);
       auto c = rdma->connect(loop_, inner(ep_, "rdma", opts), [this](Connection&, Status s) { on_rdma_done(s); });
@@ -69,6 +89,7 @@ class AutoConnection final : public Connection {
         return {};
       }
       fallback_reason_ = c.status().to_string();
+      note_rdma_failure();
     } else {
       fallback_reason_ = rdma == nullptr ? "no rdma transport" : "no active RDMA device on this host";
     }
@@ -118,12 +139,22 @@ class AutoConnection final : public Connection {
     return [this, h](Connection&) { h(*this); };
   }
 
+  // With rdma_retry_ms: the next connections to this destination start on TCP for a while.
+  void note_rdma_failure() {
+    if (options_.rdma_retry_ms == 0) return;
+    const uint64_t wait = schedule().on_rdma_failed(ep_.address, monotonic_ns(), options_.rdma_retry_ms,
+                                                    options_.rdma_retry_max_ms, fallback_reason_);
+    fallback_reason_ += "; RDMA is tried again in " + std::to_string(wait) + " ms";
+  }
+
   void on_rdma_done(Status s) {
     if (s.ok()) {
+      if (options_.rdma_retry_ms > 0) schedule().on_rdma_ok(ep_.address);
       CONDUIT_LOG(kInfo) << "auto://" << ep_.address << ": using RDMA";
       return finish(s);
     }
     fallback_reason_ = s.to_string();
+    note_rdma_failure();
     // Called from inside the RDMA connection: let it unwind before it is destroyed.
     loop_.destroy_later(std::move(inner_));
     if (Status t = start_tcp(); !t.ok()) {
