@@ -64,6 +64,24 @@ EventLoop::~EventLoop() {
     CONDUIT_LOG(kDebug) << "EventLoop destroyed with " << fds_.size() << " fd(s) still registered";
 }
 
+void* EventLoop::slot(const void* key) const {
+  assert_loop_thread();
+  for (const auto& [k, v] : slots_)
+    if (k == key) return v;
+  return nullptr;
+}
+
+void EventLoop::set_slot(const void* key, void* value) {
+  assert_loop_thread();
+  for (auto it = slots_.begin(); it != slots_.end(); ++it) {
+    if (it->first != key) continue;
+    if (value == nullptr) slots_.erase(it);
+    else it->second = value;
+    return;
+  }
+  if (value != nullptr) slots_.emplace_back(key, value);
+}
+
 bool EventLoop::in_loop_thread() const {
   const std::thread::id owner = owner_.load(std::memory_order_relaxed);
   return owner == std::thread::id() || owner == std::this_thread::get_id();

@@ -133,7 +133,8 @@ conduit::Status CmId::resolve_route(int timeout_ms) {
 
 namespace {
 Result<rdma_conn_param> conn_param(std::span<const uint8_t> pd, size_t max, uint8_t initiator_depth,
-                                   uint8_t responder_resources, uint8_t rnr_retry, const char* what) {
+                                   uint8_t responder_resources, uint8_t rnr_retry, uint8_t retry_count,
+                                   const char* what) {
   if (pd.size() > max)
     return conduit::Status(Code::kInvalidArgument, std::string(what) + ": private data of " +
                                                        std::to_string(pd.size()) + " bytes exceeds " +
@@ -143,25 +144,34 @@ Result<rdma_conn_param> conn_param(std::span<const uint8_t> pd, size_t max, uint
   p.private_data_len = static_cast<uint8_t>(pd.size());
   p.initiator_depth = initiator_depth;
   p.responder_resources = responder_resources;
-  p.retry_count = 7;
+  if (retry_count > 7 || rnr_retry > 7)
+    return conduit::Status(Code::kInvalidArgument, std::string(what) + ": retry counts are 0..7");
+  p.retry_count = retry_count;
   p.rnr_retry_count = rnr_retry;
   return p;
 }
 }  // namespace
 
 conduit::Status CmId::connect(std::span<const uint8_t> private_data, uint8_t initiator_depth,
-                              uint8_t responder_resources, uint8_t rnr_retry) {
+                              uint8_t responder_resources, uint8_t rnr_retry, uint8_t retry_count) {
   CONDUIT_ASSIGN_OR_RETURN(rdma_conn_param p, conn_param(private_data, 56, initiator_depth, responder_resources,
-                                                         rnr_retry, "rdma_connect"));
+                                                         rnr_retry, retry_count, "rdma_connect"));
   if (rdma_connect(id_, &p) != 0) return conduit::Status::FromErrnoAuto(errno, "rdma_connect");
   return {};
 }
 
 conduit::Status CmId::accept(std::span<const uint8_t> private_data, uint8_t initiator_depth,
-                             uint8_t responder_resources, uint8_t rnr_retry) {
+                             uint8_t responder_resources, uint8_t rnr_retry, uint8_t retry_count) {
   CONDUIT_ASSIGN_OR_RETURN(rdma_conn_param p, conn_param(private_data, 196, initiator_depth, responder_resources,
-                                                         rnr_retry, "rdma_accept"));
+                                                         rnr_retry, retry_count, "rdma_accept"));
   if (rdma_accept(id_, &p) != 0) return conduit::Status::FromErrnoAuto(errno, "rdma_accept");
+  return {};
+}
+
+conduit::Status CmId::set_ack_timeout(uint8_t exponent) {
+  if (exponent > 31) return conduit::Status(Code::kInvalidArgument, "rdma ack timeout exponent is 0..31");
+  if (rdma_set_option(id_, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &exponent, sizeof exponent) != 0)
+    return conduit::Status::FromErrnoAuto(errno, "rdma_set_option(ACK_TIMEOUT)");
   return {};
 }
 

@@ -315,6 +315,24 @@ TEST(EventLoop, BusyPollingCatchesEventsWithoutSleeping) {
   close(efd);
 }
 
+TEST(EventLoop, SlotsHoldOnePointerPerKeyUntilCleared) {
+  auto loop = make_loop();
+  static const char key_a = 0, key_b = 0;
+  int a = 1, b = 2, c = 3;
+  EXPECT_EQ(loop->slot(&key_a), nullptr);
+  loop->set_slot(&key_a, &a);
+  loop->set_slot(&key_b, &b);
+  EXPECT_EQ(loop->slot(&key_a), &a);
+  EXPECT_EQ(loop->slot(&key_b), &b);
+  loop->set_slot(&key_a, &c);  // replaces, does not add
+  EXPECT_EQ(loop->slot(&key_a), &c);
+  loop->set_slot(&key_a, nullptr);
+  EXPECT_EQ(loop->slot(&key_a), nullptr);
+  EXPECT_EQ(loop->slot(&key_b), &b);
+  auto other = make_loop();
+  EXPECT_EQ(other->slot(&key_b), nullptr) << "slots are per loop";
+}
+
 TEST(LoopGroup, RunsLoopsOnThreadsAndStops) {
   auto g = LoopGroup::start(3);
   ASSERT_TRUE(g.ok());

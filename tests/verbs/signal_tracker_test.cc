@@ -48,6 +48,22 @@ TEST(SignalTracker, LastSignaledSaysWhetherOneCompletionCoversEverything) {
   EXPECT_EQ(t.outstanding(), 0u);
 }
 
+TEST(SignalTracker, MustSignalAsksWithoutAccounting) {
+  // Check, post, then account: a post that fails after must_signal() leaves no trace.
+  SignalTracker t(8, 2);
+  EXPECT_FALSE(t.must_signal());
+  EXPECT_FALSE(t.must_signal());  // asking twice changes nothing
+  EXPECT_EQ(t.outstanding(), 0u);
+  t.on_posted(false);
+  EXPECT_TRUE(t.must_signal());  // the run would reach the interval
+  EXPECT_TRUE(t.must_signal(true));
+  t.on_posted(true);
+  EXPECT_EQ(t.outstanding(), 2u);
+  EXPECT_EQ(t.signals_in_flight(), 1u);
+  EXPECT_TRUE(t.last_signaled());
+  EXPECT_FALSE(t.must_signal());
+}
+
 TEST(SignalTracker, ResetFreesEverything) {
   SignalTracker t(4, 2);
   for (int i = 0; i < 4; ++i) t.on_post();

@@ -99,6 +99,14 @@ class EventLoop {
   HookId add_teardown(std::function<void()> fn);
   void remove_teardown(HookId id);
 
+  // --- per-loop state of the layers above (loop thread) --------------------------------
+  // One pointer per key, where the key is the address of something the owning layer
+  // defines once (e.g. a static in the rdma transport, for its per-loop context).  The loop
+  // neither owns nor frees what a slot points to: the owner releases it, typically from a
+  // teardown function.  Lookup is a scan of a handful of entries: no allocation, no lock.
+  void* slot(const void* key) const;
+  void set_slot(const void* key, void* value);  // nullptr clears the slot
+
   // --- driving ------------------------------------------------------------------------
   // Runs until stop().  Binds the loop to the calling thread.
   Status run();
@@ -151,6 +159,7 @@ class EventLoop {
   std::vector<std::pair<HookId, std::function<bool()>>> hooks_;
   HookId next_hook_id_ = 1;
   std::vector<std::pair<HookId, std::function<void()>>> teardown_;
+  std::vector<std::pair<const void*, void*>> slots_;
 
   std::mutex post_mu_;
   std::vector<std::function<void()>> posted_;

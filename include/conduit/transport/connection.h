@@ -27,10 +27,12 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "conduit/base/status.h"
 #include "conduit/reactor/event_loop.h"
 #include "conduit/transport/endpoint.h"
+#include "conduit/transport/options.h"
 
 namespace conduit::transport {
 
@@ -114,6 +116,8 @@ class Transport {
  public:
   virtual ~Transport() = default;
   virtual std::string_view scheme() const = 0;
+  // The URL options this transport accepts, from its option table (docs, --help).
+  virtual std::vector<OptionDoc> options() const { return {}; }
   // Call on the loop's thread (or before the loop runs).
   virtual Result<std::unique_ptr<Listener>> listen(reactor::EventLoop& loop, const Endpoint& ep,
                                                    AcceptCallback on_accept) = 0;

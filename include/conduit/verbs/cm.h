@@ -89,10 +89,16 @@ class CmId {
   conduit::Status resolve_addr(const SocketAddress& dst, int timeout_ms, const SocketAddress* src = nullptr);
   conduit::Status resolve_route(int timeout_ms);
   // Private data: at most 56 bytes on connect and 196 on accept/reject (RDMA_PS_TCP).
+  // retry_count: transport retries (lost ACKs) before the QP fails with "retry exceeded",
+  // 0..7; rnr_retry: receiver-not-ready retries, 0..7 where 7 means forever.
   conduit::Status connect(std::span<const uint8_t> private_data = {}, uint8_t initiator_depth = 1,
-                          uint8_t responder_resources = 1, uint8_t rnr_retry = 7);
+                          uint8_t responder_resources = 1, uint8_t rnr_retry = 7, uint8_t retry_count = 7);
   conduit::Status accept(std::span<const uint8_t> private_data = {}, uint8_t initiator_depth = 1,
-                         uint8_t responder_resources = 1, uint8_t rnr_retry = 7);
+                         uint8_t responder_resources = 1, uint8_t rnr_retry = 7, uint8_t retry_count = 7);
+  // The QP's local ACK timeout, 4.096 us * 2^exponent (0..31; 0 = infinite), set before
+  // connect/accept (rdma_set_option RDMA_OPTION_ID_ACK_TIMEOUT).  Without it rdma_cm picks
+  // one from the path (on RoCE about 4.096 us * 2^(packet lifetime + 1)).
+  conduit::Status set_ack_timeout(uint8_t exponent);
   conduit::Status reject(std::span<const uint8_t> private_data = {});
   conduit::Status disconnect();
   // Moves the id (and its future events) to another channel, e.g. per-thread channels.

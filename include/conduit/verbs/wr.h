@@ -163,18 +163,30 @@ class SignalTracker {
     return ring_head_ != ring_tail_ && ring_[(ring_tail_ - 1) % depth_] == posted_ - 1;
   }
 
-  // Registers one WR about to be posted; returns true if it must be signaled (because the
-  // caller wants a completion, or the unsignaled run reached the interval).
-  bool on_post(bool want_signal = false) {
+  // Check, post, then account: must_signal() says whether the next WR has to carry
+  // IBV_SEND_SIGNALED (the caller wants a completion, or the unsignaled run would reach the
+  // interval) without registering anything; on_posted() registers a WR once ibv_post_send
+  // accepted it.  A post that fails thus leaves the tracker exactly as it was.
+  bool must_signal(bool want_signal = false) const { return want_signal || unsignaled_run_ + 1 >= interval_; }
+  void on_posted(bool signaled) {
     assert(available() > 0);
+    assert(signaled || !must_signal());
     const uint64_t seq = posted_++;
-    if (want_signal || ++unsignaled_run_ >= interval_) {
-      unsignaled_run_ = 0;
-      // At most `depth` signaled WRs can be outstanding, so the ring never overflows.
-      ring_[ring_tail_++ % depth_] = seq;
-      return true;
+    if (!signaled) {
+      ++unsignaled_run_;
+      return;
     }
-    return false;
+    unsignaled_run_ = 0;
+    // At most `depth` signaled WRs can be outstanding, so the ring never overflows.
+    ring_[ring_tail_++ % depth_] = seq;
+  }
+  // must_signal() and on_posted() in one, for callers whose post cannot fail halfway (or
+  // that reset the tracker when it does): registers one WR about to be posted and returns
+  // whether it must be signaled.
+  bool on_post(bool want_signal = false) {
+    const bool signaled = must_signal(want_signal);
+    on_posted(signaled);
+    return signaled;
   }
 
   // A signaled send completion arrived: it and every earlier WR are done.

@@ -4,8 +4,9 @@
 
 #include "conduit/base/clock.h"
 #include "conduit/base/log.h"
-#include "fallback_schedule.h"
+#include "conduit/transport/options.h"
 #include "conduit/verbs/device.h"
+#include "fallback_schedule.h"
 
 namespace conduit::transport {
 namespace {
@@ -25,21 +26,31 @@ FallbackSchedule& schedule() {
   return s;
 }
 
+// auto's own options (tcp.* and rdma.* go to the inner transports untouched).
+constexpr OptionRow<AutoOptions> kAutoRows[] = {
+    {"rdma_timeout_ms", &AutoOptions::rdma_timeout_ms, OptKind::kMillis, 1, 600000,
+     "how long the RDMA attempt may take before falling back"},
+    {"rdma_retry_ms", &AutoOptions::rdma_retry_ms, OptKind::kMillis, 0, 86400000,
+     "after a fallback, new connections to that host:port start on TCP without trying RDMA for this long, then "
+     "try it again; 0 = try RDMA on every connect"},
+    {"rdma_retry_max_ms", &AutoOptions::rdma_retry_max_ms, OptKind::kMillis, 1, 86400000,
+     "each consecutive fallback doubles that wait, up to this; an RDMA success forgets it"},
+};
+
 Result<AutoOptions> parse_options(const Endpoint& ep) {
   AutoOptions o;
+  Endpoint own = ep;  // auto's own keys only, for the table
+  own.options.clear();
   for (const auto& [k, v] : ep.options) {
-    if (k.rfind("tcp.", 0) == 0) {
+    if (k.rfind("tcp.", 0) == 0)
       o.tcp[k.substr(4)] = v;
-    } else if (k.rfind("rdma.", 0) == 0) {
+    else if (k.rfind("rdma.", 0) == 0)
       o.rdma[k.substr(5)] = v;
-    } else if (k != "rdma_timeout_ms" && k != "rdma_retry_ms" && k != "rdma_retry_max_ms") {
-      return Status(Code::kInvalidArgument, "auto: unknown option '" + k + "' (use tcp.* or rdma.*)");
-    }
+    else
+      own.options[k] = v;
   }
-  OptionReader r(ep);
-  CONDUIT_ASSIGN_OR_RETURN(o.rdma_timeout_ms, r.get_u64("rdma_timeout_ms", 2000, 1, 600000));
-  CONDUIT_ASSIGN_OR_RETURN(o.rdma_retry_ms, r.get_u64("rdma_retry_ms", 0, 0, 86'400'000));
-  CONDUIT_ASSIGN_OR_RETURN(o.rdma_retry_max_ms, r.get_u64("rdma_retry_max_ms", 60000, 1, 86'400'000));
+  if (Status s = parse_option_table(own, std::span(kAutoRows), o); !s.ok())
+    return Status(s.code(), "auto: " + std::string(s.message()) + " (inner transports' options take a tcp. or rdma. prefix)");
   return o;
 }
 
@@ -201,6 +212,7 @@ class AutoListener final : public Listener {
 class AutoTransport final : public Transport {
  public:
   std::string_view scheme() const override { return "auto"; }
+  std::vector<OptionDoc> options() const override { return document_option_table(std::span(kAutoRows)); }
 
   Result<std::unique_ptr<Listener>> listen(EventLoop& loop, const Endpoint& ep, AcceptCallback on_accept) override {
     CONDUIT_ASSIGN_OR_RETURN(AutoOptions o, parse_options(ep));

@@ -1,0 +1,589 @@
+// RdmaConnection: setup, rdma_cm events, teardown, keepalive, control messages and
+// completion handling.  The data path is in connection_io.cc.
+#include "connection.h"
+
+#include <algorithm>
+
+#include "closer.h"
+#include "conduit/base/clock.h"
+#include "conduit/base/log.h"
+#include "wr_ids.h"
+
+namespace conduit::transport::rdma {
+
+using namespace conduit::verbs;
+using reactor::EventLoop;
+using ring::ConsumerCursor;
+using ring::ProducerCursor;
+using ring::RingGeometry;
+
+namespace {
+constexpr uint32_t kCtrlSendSlots = 16;
+}  // namespace
+
+std::string_view phase_name(Phase p) {
+  switch (p) {
+    case Phase::kResolving: return "resolving";
+    case Phase::kConnecting: return "connecting";
+    case Phase::kAccepting: return "accepting";
+    case Phase::kAwaitingBuffer: return "awaiting-buffer";
+    case Phase::kOpen: return "open";
+    case Phase::kPeerGone: return "peer-gone";
+    case Phase::kFailed: return "failed";
+    case Phase::kClosed: return "closed";
+  }
+  return "?";
+}
+
+ConnState RdmaConnection::state() const {
+  switch (phase_) {
+    case Phase::kResolving:
+    case Phase::kConnecting:
+    case Phase::kAwaitingBuffer:
+      return ConnState::kConnecting;
+    case Phase::kAccepting:
+      return ConnState::kAccepting;
+    case Phase::kOpen:
+    case Phase::kPeerGone:
+      return ConnState::kConnected;
+    case Phase::kFailed:
+      return ConnState::kError;
+    case Phase::kClosed:
+      break;
+  }
+  return ConnState::kClosed;
+}
+
+Caps RdmaConnection::caps() const {
+  Caps c;
+  c.transport = "rdma";
+  c.max_inline = qp() ? qp()->max_inline() : 0;
+  c.one_sided = true;
+  c.half_close = false;
+  static constexpr std::string_view kExt[] = {"", "ring", "solicited", "ring,solicited"};
+  c.extensions = kExt[features_ & (kFeatureRing | kFeatureSolicited)];
+  return c;
+}
+
+void RdmaConnection::set_read_handler(Handler h) {
+  read_handler_ = std::move(h);
+  if (read_handler_ && readable()) ctx_->mark_pending(this);
+}
+
+void RdmaConnection::set_write_handler(Handler h) {
+  write_handler_ = std::move(h);
+  if (write_handler_ && writable()) ctx_->mark_pending(this);
+}
+
+// ---------------------------------------------------------------------------------------
+// Setup
+
+Result<std::unique_ptr<RdmaConnection>> RdmaConnection::start_connect(EventLoop& loop, const Endpoint& ep,
+                                                                       const RdmaOptions& o, ConnectCallback cb) {
+  CONDUIT_ASSIGN_OR_RETURN(auto hp, ep.host_port());
+  CONDUIT_ASSIGN_OR_RETURN(SocketAddress dst, SocketAddress::resolve(hp.first, hp.second));
+  CONDUIT_ASSIGN_OR_RETURN(LoopContext * ctx, LoopContext::acquire(loop));
+  std::unique_ptr<RdmaConnection> c(new RdmaConnection(ctx, o, Phase::kResolving, /*client=*/true));
+  c->peer_ = dst.to_string();
+  c->on_connect_ = std::move(cb);
+  c->res_ = std::make_unique<QpResources>();
+  CONDUIT_ASSIGN_OR_RETURN(c->res_->id, CmId::create(ctx->channel()));
+  c->res_->id->set_user_data(static_cast<CmSink*>(c.get()));
+  CONDUIT_RETURN_IF_ERROR(c->res_->id->resolve_addr(dst, static_cast<int>(o.connect_timeout_ms)));
+  RdmaConnection* raw = c.get();
+  c->connect_timer_ = loop.run_after(o.connect_timeout_ms * kMs, [raw] {
+    raw->connect_timer_ = 0;
+    raw->finish_connect(Status(Code::kTimedOut, "rdma connect to " + raw->peer_ + " timed out after " +
+                                                    std::to_string(raw->options_.connect_timeout_ms) + " ms"));
+  });
+  return c;
+}
+
+Result<std::unique_ptr<RdmaConnection>> RdmaConnection::start_accept(LoopContext* ctx, CmEvent& request,
+                                                                      const RdmaOptions& o) {
+  // Each connection holds its own reference on the loop context.
+  CONDUIT_ASSIGN_OR_RETURN(LoopContext * again, LoopContext::acquire(ctx->loop()));
+  std::unique_ptr<RdmaConnection> c(new RdmaConnection(again, o, Phase::kAccepting, /*client=*/false));
+  c->res_ = std::make_unique<QpResources>();
+  c->res_->id = std::move(request.new_id);
+  c->res_->id->set_user_data(static_cast<CmSink*>(c.get()));
+  c->peer_initiator_depth_ = request.initiator_depth;
+  c->peer_responder_resources_ = request.responder_resources;
+  c->peer_ = c->res_->id->peer_address().to_string();
+  c->local_ = c->res_->id->local_address().to_string();
+  CONDUIT_RETURN_IF_ERROR(c->setup_resources());
+  CONDUIT_RETURN_IF_ERROR(c->cm_connect_params(/*accept=*/true));
+  // The handshake is bounded like an outbound one: a peer that never completes it must
+  // not hold a QP and registered memory for ever.
+  RdmaConnection* raw = c.get();
+  c->connect_timer_ = ctx->loop().run_after(o.connect_timeout_ms * kMs, [raw] {
+    raw->connect_timer_ = 0;
+    raw->fail(Status(Code::kTimedOut, "rdma: handshake with " + raw->peer_ + " not completed within " +
+                                          std::to_string(raw->options_.connect_timeout_ms) + " ms"));
+  });
+  return c;
+}
+
+// The retry budget (URL options) and then rdma_connect / rdma_accept.
+Status RdmaConnection::cm_connect_params(bool accept) {
+  CmId& id = *res_->id;
+  CONDUIT_RETURN_IF_ERROR(id.set_ack_timeout(options_.timeout));
+  if (!accept) return id.connect({}, 1, 1, options_.rnr_retry, options_.retry_cnt);
+  // Never more outstanding READs than the requester said it can take.
+  const uint8_t initiator = std::min<uint8_t>(1, peer_responder_resources_);
+  const uint8_t responder = std::min<uint8_t>(1, peer_initiator_depth_);
+  return id.accept({}, initiator, responder, options_.rnr_retry, options_.retry_cnt);
+}
+
+Status RdmaConnection::setup_resources() {
+  QpResources& r = *res_;
+  if (!options_.device.empty()) {
+    auto dev = r.id->context();
+    if (!dev || dev->name() != options_.device)
+      return Status(Code::kUnavailable, "rdma: route uses device " + std::string(dev ? dev->name() : "?") +
+                                            ", not the requested " + options_.device);
+  }
+  CONDUIT_ASSIGN_OR_RETURN(r.pd, ctx_->pd_for(*r.id));
+  if (options_.srq) {
+    CONDUIT_ASSIGN_OR_RETURN(r.srq, ctx_->srq_for(r.pd, options_.srq_depth));
+  }
+  std::shared_ptr<Context> dev = r.pd->context();
+  CONDUIT_ASSIGN_OR_RETURN(r.channel, CompletionChannel::create(dev));
+  // With an SRQ, receive completions go to the pool's CQ: this one carries sends only.
+  const int cqe = static_cast<int>(options_.send_depth + ctrl_recv_slots()) + 16;
+  CONDUIT_ASSIGN_OR_RETURN(r.cq, CompletionQueue::create(dev, cqe, r.channel));
+  QpOptions qo;
+  qo.max_send_wr = options_.send_depth;
+  qo.max_recv_wr = options_.recv_depth;
+  qo.max_send_sge = 1;
+  qo.max_recv_sge = 1;
+  qo.max_inline_data = options_.inline_bytes;
+  CONDUIT_ASSIGN_OR_RETURN(QueuePair * qp, r.id->create_qp(r.pd, r.cq, r.srq ? r.srq->cq() : r.cq, qo,
+                                                           r.srq ? r.srq->srq() : nullptr));
+  r.qpn = qp->qp_num();
+  if (r.srq) {
+    r.srq->attach(r.qpn, this);
+    r.srq_attached = true;
+  }
+  // Never trust the provider to refuse overruns (rxe keeps spare slots): the tracker
+  // enforces the depth it granted, signalling at least every quarter of it.
+  const uint32_t depth = std::min(options_.send_depth, qp->options().max_send_wr);
+  r.tracker = std::make_unique<SignalTracker>(depth, std::max(1u, depth / 4));
+
+  const size_t ctrl_bytes = static_cast<size_t>(ctrl_recv_slots() + kCtrlSendSlots) * kCtrlSize;
+  CONDUIT_ASSIGN_OR_RETURN(auto ctrl, RegisteredBuffer::create(r.pd, ctrl_bytes, kLocalOnly));
+  r.ctrl = std::make_unique<RegisteredBuffer>(std::move(ctrl));
+  CONDUIT_ASSIGN_OR_RETURN(auto rx, RegisteredBuffer::create(r.pd, options_.rx_buffer,
+                                                             Access::kLocalWrite | Access::kRemoteWrite));
+  r.rx = std::make_unique<RegisteredBuffer>(std::move(rx));
+  for (uint32_t i = 0; i < ctrl_recv_slots(); ++i) CONDUIT_RETURN_IF_ERROR(post_recv_slot(i));
+  for (uint32_t i = 0; i < kCtrlSendSlots; ++i) free_ctrl_slots_.push_back(kCtrlSendSlots - 1 - i);
+  CONDUIT_RETURN_IF_ERROR(arm_cq());
+  CONDUIT_RETURN_IF_ERROR(ctx_->loop().add(r.channel->fd(), reactor::kReadable, this));
+  channel_watched_ = true;
+  return {};
+}
+
+RdmaConnection::~RdmaConnection() {
+  close();
+  ctx_->forget(this);
+  ctx_->release();
+}
+
+void RdmaConnection::cancel_timers() {
+  if (keepalive_timer_ != 0) ctx_->loop().cancel(keepalive_timer_);
+  if (connect_timer_ != 0) ctx_->loop().cancel(connect_timer_);
+  keepalive_timer_ = connect_timer_ = 0;
+}
+
+void RdmaConnection::release_resources() {
+  cancel_timers();
+  if (channel_watched_) (void)ctx_->loop().remove(res_->channel->fd());
+  channel_watched_ = false;
+  res_.reset();  // QP first, then its memory, CQ, channel, SRQ, PD (QpResources)
+}
+
+void RdmaConnection::on_srq_completion(const Completion& wc) {
+  if (Status s = handle_completion(wc); !s.ok()) return fail(s);
+  if (options_.busy_poll_us != 0 && live()) busy_since_ns_ = monotonic_ns();
+  ctx_->mark_pending(this);  // the hook flushes and runs the handlers, as on_events would
+}
+
+bool RdmaConnection::linger() {
+  if (!res_ || !res_->tracker || !sending() || res_->disconnected) return false;
+  if (!tx_unposted() && res_->tracker->outstanding() == 0) return false;  // nothing on the wire
+  cancel_timers();
+  if (channel_watched_) (void)ctx_->loop().remove(res_->channel->fd());
+  channel_watched_ = false;
+  if (res_->srq_attached) res_->srq->orphan(res_->qpn);  // receives stay the pool's; the Closer reads none
+  Closer::Tx tx{tx_addr_, tx_rkey_, tx_.geometry().capacity(), tx_posted_, tx_.head()};
+  auto closer = std::make_unique<Closer>(ctx_, std::move(res_), tx, peer_);
+  Closer* raw = closer.get();
+  ctx_->adopt(std::move(closer));
+  raw->start(options_.linger_ms);
+  return true;
+}
+
+void RdmaConnection::close() {
+  if (phase_ == Phase::kClosed && !res_) return;
+  (void)linger();  // takes the resources if writes are still on the wire
+  if (res_ && live()) res_->disconnect();
+  release_resources();
+  if (phase_ != Phase::kFailed) phase_ = Phase::kClosed;
+  read_handler_ = nullptr;
+  write_handler_ = nullptr;
+  ctx_->forget(this);
+}
+
+void RdmaConnection::fail(Status s) {
+  if (phase_ == Phase::kFailed || phase_ == Phase::kClosed) return;
+  if (s.code() == Code::kProtocolError)
+    CONDUIT_LOG(kWarn) << "rdma: protocol error from " << peer_ << ", closing: " << s.to_string();
+  else
+    CONDUIT_LOG(kDebug) << "rdma: connection to " << peer_ << " failed in phase " << phase_name(phase_) << ": "
+                        << s.to_string();
+  const bool was_setting_up = setting_up();
+  error_ = s;
+  phase_ = Phase::kFailed;
+  if (res_) res_->disconnect();
+  if (keepalive_timer_ != 0) ctx_->loop().cancel(keepalive_timer_);
+  keepalive_timer_ = 0;
+  if (was_setting_up) {
+    finish_connect(s);
+    return;
+  }
+  ctx_->mark_pending(this);  // the read handler will see the error
+}
+
+void RdmaConnection::finish_connect(Status s) {
+  if (connect_timer_ != 0) ctx_->loop().cancel(connect_timer_);
+  connect_timer_ = 0;
+  if (!s.ok() && phase_ != Phase::kFailed) {
+    error_ = s;
+    phase_ = Phase::kFailed;
+    if (res_) res_->disconnect();
+  }
+  if (on_established_) {
+    auto cb = std::move(on_established_);
+    on_established_ = nullptr;
+    cb(this, s);  // may destroy this
+    return;
+  }
+  if (on_connect_) {
+    ConnectCallback cb = std::move(on_connect_);
+    on_connect_ = nullptr;
+    cb(*this, s);
+  }
+}
+
+void RdmaConnection::on_cm_event(CmEvent& ev) {
+  switch (ev.type) {
+    case RDMA_CM_EVENT_ADDR_RESOLVED:
+      if (Status s = res_->id->resolve_route(static_cast<int>(options_.connect_timeout_ms)); !s.ok()) fail(s);
+      return;
+    case RDMA_CM_EVENT_ROUTE_RESOLVED: {
+      Status s = setup_resources();
+      if (s.ok()) s = cm_connect_params(/*accept=*/false);
+      if (!s.ok()) return fail(s);
+      phase_ = Phase::kConnecting;
+      return;
+    }
+    case RDMA_CM_EVENT_ESTABLISHED:
+      established();
+      return;
+    case RDMA_CM_EVENT_DISCONNECTED:
+      if (phase_ == Phase::kOpen) {
+        phase_ = Phase::kPeerGone;
+        res_->disconnect();
+        // Completions that raced the disconnect (data the peer wrote last) are still in
+        // the CQ: take them before announcing EOF.
+        (void)process_cq();
+        if (res_ && res_->srq_attached) (void)res_->srq->process(res_->qpn);
+        ctx_->mark_pending(this);
+      } else if (setting_up()) {
+        fail(Status(Code::kClosed, "rdma: peer disconnected during setup (" + std::string(phase_name(phase_)) + ")"));
+      }
+      return;
+    case RDMA_CM_EVENT_TIMEWAIT_EXIT:
+      return;
+    case RDMA_CM_EVENT_REJECTED:
+      fail(Status(Code::kUnavailable, "rdma connect to " + peer_ + ": rejected (no RDMA listener, or it is full)",
+                  DetailKind::kCmEvent, ev.status));
+      return;
+    case RDMA_CM_EVENT_DEVICE_REMOVAL:
+      fail(Status(Code::kUnavailable, "rdma: device removed"));
+      return;
+    default:
+      fail(Status(Code::kUnavailable, "rdma connect to " + peer_ + ": " + ev.to_string(), DetailKind::kCmEvent,
+                  ev.status));
+      return;
+  }
+}
+
+void RdmaConnection::established() {
+  if (phase_ != Phase::kConnecting && phase_ != Phase::kAccepting) return;
+  local_ = res_->id->local_address().to_string();
+  peer_ = res_->id->peer_address().to_string();
+  last_rx_ns_ = monotonic_ns();
+  Status s = register_rx();
+  // A client asks for the server's features; a Valkey server answers 0.  The server side
+  // never starts negotiation (Valkey clients may not send anything but RegisterXferMemory).
+  if (s.ok() && client_side_ && options_.feature_mask != 0)
+    s = send_ctrl(CtrlMsg::feature(Opcode::kGetServerFeature, options_.feature_mask));
+  if (!s.ok()) return fail(s);
+  arm_keepalive();
+  // The caller hears of the connection once the peer has advertised its RX buffer (it
+  // does so right after ESTABLISHED, and its message may even have arrived already), so a
+  // new connection is writable at once.  The connect timer still bounds the wait.
+  // (Servers hand over at ESTABLISHED: a client that never advertises a buffer can still be
+  // served replies as soon as it does, and protocol errors reach the accepted connection.)
+  if (client_side_ && !tx_known_) {
+    phase_ = Phase::kAwaitingBuffer;
+    return;
+  }
+  open();
+}
+
+void RdmaConnection::open() {
+  phase_ = Phase::kOpen;
+  finish_connect(Status());
+}
+
+void RdmaConnection::arm_keepalive() {
+  if (options_.keepalive_ms == 0 && options_.keepalive_timeout_ms == 0) return;
+  const uint64_t period = options_.keepalive_ms != 0 ? options_.keepalive_ms : options_.keepalive_timeout_ms / 2 + 1;
+  keepalive_timer_ = ctx_->loop().run_every(period * kMs, [this] { check_keepalive(); });
+}
+
+void RdmaConnection::check_keepalive() {
+  if (!sending()) return;
+  // Take what completed first: Soft-RoCE raises no event for error completions on a CQ
+  // armed for solicited ones (real HCAs do), so a dead peer is noticed all the same, and
+  // send completions waiting there free the control slot the keepalive needs.
+  if (Status s = process_cq(); !s.ok()) return fail(s);
+  if (!sending()) return;
+  if (options_.keepalive_ms != 0) {
+    // No free control slot or send-queue room means our sends are on the wire anyway: the
+    // peer hears from us without this keepalive.
+    Status s = send_ctrl(CtrlMsg::keepalive());
+    if (!s.ok() && s.is_error() && s.code() != Code::kResourceExhausted) return fail(s);
+  }
+  // Only peers known to send keepalives can be timed out: Valkey's client library never
+  // sends them, and an idle client is not a dead one.
+  if (options_.keepalive_timeout_ms != 0 && (peer_keepalive_seen_ || features_ != 0) &&
+      monotonic_ns() - last_rx_ns_ > options_.keepalive_timeout_ms * kMs)
+    fail(Status(Code::kProtocolError, "rdma: no keepalive from " + peer_ + " for " +
+                                          std::to_string(options_.keepalive_timeout_ms) + " ms"));
+}
+
+// ---------------------------------------------------------------------------------------
+// Control messages and completions
+
+Status RdmaConnection::post_recv_slot(uint32_t slot) {
+  if (res_->srq) return {};  // the pool re-posts the slot once the completion has been handled
+  ibv_sge sge = res_->ctrl->sge(static_cast<size_t>(slot) * kCtrlSize, kCtrlSize);
+  RecvWr wr = RecvWr::make(&sge, 1, make_wr_id(kWrRecv, slot));
+  return qp()->post_recv(wr);
+}
+
+Status RdmaConnection::send_ctrl(const CtrlMsg& m) {
+  SignalTracker& t = *res_->tracker;
+  if (free_ctrl_slots_.empty() || !t.can_post(1)) return Status(Code::kResourceExhausted, "rdma: control send queue full");
+  const uint32_t slot = free_ctrl_slots_.back();
+  const size_t offset = static_cast<size_t>(ctrl_recv_slots() + slot) * kCtrlSize;
+  m.encode(*reinterpret_cast<uint8_t(*)[kCtrlSize]>(res_->ctrl->data() + offset));
+  ibv_sge sge = res_->ctrl->sge(offset, kCtrlSize);
+  // Control sends are always signaled (their completion frees the slot) and solicited (a
+  // peer that negotiated kFeatureSolicited wakes for them; others ignore the bit).
+  SendWr wr = SendWr::send(&sge, 1).id(make_wr_id(kWrCtrlSend, slot)).signaled().solicited();
+  CONDUIT_RETURN_IF_ERROR(qp()->post_send(wr));
+  t.on_posted(true);
+  free_ctrl_slots_.pop_back();
+  return {};
+}
+
+Status RdmaConnection::register_rx() {
+  const RegisteredBuffer& rx = *res_->rx;
+  CONDUIT_RETURN_IF_ERROR(send_ctrl(CtrlMsg::register_xfer(rx.mr().addr(), static_cast<uint32_t>(rx.size()), rx.mr().rkey())));
+  rx_ = ConsumerCursor(RingGeometry(rx.size()));  // only once the message is on its way
+  return {};
+}
+
+// Gives consumed space back to the writer: in ring mode a Credit once credit_bytes are
+// consumed; in the baseline the whole buffer, re-registered, once all of it is consumed.
+void RdmaConnection::return_space() {
+  if (!sending()) return;
+  Status s;
+  if (ring()) {
+    if (!rx_.credits_due(options_.credit_bytes)) return;
+    s = send_ctrl(CtrlMsg::credit(rx_.unreturned()));
+    if (s.ok()) (void)rx_.take_credits();
+  } else {
+    if (rx_.unreturned() != rx_.geometry().capacity()) return;
+    s = register_rx();
+  }
+  if (s.ok()) {
+    credit_blocked_ = false;
+    return;
+  }
+  if (s.code() == Code::kResourceExhausted) {
+    // No control slot or send-queue room: retried when a send completion frees one.
+    credit_blocked_ = true;
+    ensure_send_events();
+    return;
+  }
+  fail(s);
+}
+
+Status RdmaConnection::handle_ctrl(const CtrlMsg& m) {
+  switch (static_cast<Opcode>(m.opcode)) {
+    case Opcode::kRegisterXferMemory: {
+      if (tx_known_ && tx_unposted())
+        return Status(Code::kProtocolError, "rdma: peer re-registered its buffer before receiving all data");
+      if (!res_->tx || res_->tx->size() != m.length) {
+        res_->tx.reset();
+        CONDUIT_ASSIGN_OR_RETURN(auto buf, RegisteredBuffer::create(res_->pd, m.length, kLocalOnly));
+        res_->tx = std::make_unique<RegisteredBuffer>(std::move(buf));
+      }
+      tx_known_ = true;
+      tx_addr_ = m.addr;
+      tx_rkey_ = m.rkey;
+      tx_ = ProducerCursor(RingGeometry(m.length));
+      tx_posted_ = 0;
+      if (phase_ == Phase::kAwaitingBuffer) open();
+      if (write_handler_) ctx_->mark_pending(this);
+      return {};
+    }
+    case Opcode::kKeepalive:
+      peer_keepalive_seen_ = true;
+      return {};
+    case Opcode::kCredit:
+      if (!ring()) return Status(Code::kProtocolError, "rdma: Credit from a peer that did not negotiate ring mode");
+      if (!tx_known_ || !tx_.add_credits(m.bytes))
+        return Status(Code::kProtocolError, "rdma: peer returned " + std::to_string(m.bytes) + " bytes but only " +
+                                                std::to_string(tx_known_ ? tx_.in_flight() : 0) + " are in flight");
+      if (write_handler_) ctx_->mark_pending(this);
+      return {};
+    case Opcode::kGetServerFeature: {
+      if (!client_side_) {
+        // A client asks: answer with the select it named and the bits we offer there.
+        CtrlMsg reply = CtrlMsg::feature(Opcode::kGetServerFeature, m.select == 0 ? options_.feature_mask : 0);
+        reply.select = m.select;
+        return send_ctrl(reply);
+      }
+      // The server's answer: switch on what both sides support (a Valkey server says 0,
+      // and must then never see a SetClientFeature with bits set).
+      const uint64_t chosen = m.select == 0 ? (m.features & options_.feature_mask) : 0;
+      if (chosen != 0) {
+        CONDUIT_RETURN_IF_ERROR(send_ctrl(CtrlMsg::feature(Opcode::kSetClientFeature, chosen)));
+        features_ = chosen;
+        on_features();
+      }
+      return {};
+    }
+    case Opcode::kSetClientFeature:
+      if (client_side_) return Status(Code::kProtocolError, "rdma: server sent SetClientFeature");
+      if (m.select != 0 || (m.features & ~options_.feature_mask) != 0)
+        return Status(Code::kProtocolError, "rdma: peer selected unsupported features " + std::to_string(m.features));
+      features_ = m.features;
+      on_features();
+      return {};
+  }
+  return Status(Code::kProtocolError, "rdma: unknown opcode " + std::to_string(m.opcode));
+}
+
+// Both sides now run the negotiated extensions.  Nothing on the wire changes at this point:
+// space already consumed is credited from now on (ring), and a batch posted before without
+// a solicited tail gets one before the loop sleeps (solicited); the CQ is armed for
+// solicited completions at the next re-arm.
+void RdmaConnection::on_features() {
+  CONDUIT_LOG(kDebug) << "rdma: " << peer_ << " negotiated features " << features_;
+  ctx_->mark_pending(this);
+}
+
+Status RdmaConnection::handle_completion(const Completion& wc) {
+  if (!wc.ok()) {
+    if (wc.ibv_wc::status == IBV_WC_WR_FLUSH_ERR && (phase_ == Phase::kPeerGone || (res_ && res_->disconnected)))
+      return {};
+    return wc.as_status().annotate("rdma " + peer_);
+  }
+  switch (wr_kind(wc.wr_id)) {
+    case kWrRecv: {
+      const uint32_t slot = wr_index(wc.wr_id);
+      last_rx_ns_ = monotonic_ns();
+      if (wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
+        const uint32_t len = wc.imm();
+        if (!rx_.add_produced(len))
+          return Status(Code::kProtocolError, "rdma: peer wrote " + std::to_string(len) + " bytes but only " +
+                                                  std::to_string(rx_.granted()) + " of its " +
+                                                  std::to_string(rx_.geometry().capacity()) +
+                                                  "-byte buffer were granted");
+      } else {
+        CONDUIT_ASSIGN_OR_RETURN(CtrlMsg m, CtrlMsg::decode(recv_slot_data(slot), wc.byte_len));
+        CONDUIT_RETURN_IF_ERROR(handle_ctrl(m));
+      }
+      return post_recv_slot(slot);
+    }
+    case kWrCtrlSend:
+      free_ctrl_slots_.push_back(wr_index(wc.wr_id));
+      res_->tracker->on_signaled_completion();
+      if (credit_blocked_) return_space();
+      return {};
+    case kWrData:
+      res_->tracker->on_signaled_completion();
+      if (credit_blocked_) return_space();
+      return {};
+  }
+  return Status(Code::kInternal, "rdma: completion with unknown wr_id " + std::to_string(wc.wr_id));
+}
+
+Status RdmaConnection::process_cq(int* handled) {
+  if (!res_ || !res_->cq) return {};
+  for (;;) {
+    CONDUIT_ASSIGN_OR_RETURN(int n, res_->cq->poll(wcs_));
+    if (handled != nullptr) *handled += n;
+    for (int i = 0; i < n; ++i) CONDUIT_RETURN_IF_ERROR(handle_completion(wcs_[i]));
+    if (n < static_cast<int>(std::size(wcs_))) return {};
+  }
+}
+
+// Arms the CQ for the next event: solicited completions only once the peer marks its batches
+// (kFeatureSolicited), unless we are waiting for a send completion ourselves.
+Status RdmaConnection::arm_cq() {
+  armed_solicited_ = solicited() && !needs_send_events();
+  return res_->cq->arm(armed_solicited_);
+}
+
+// We now wait for a send completion: widen a solicited-only arming to every completion, and
+// poll once more before sleeping for completions that arrived while it was narrow (they
+// raised no event).
+void RdmaConnection::ensure_send_events() {
+  if (!armed_solicited_ || !res_) return;
+  armed_solicited_ = false;
+  if (Status s = res_->cq->arm(false); !s.ok()) return fail(s);
+  poll_again_ = true;
+  ctx_->mark_pending(this);
+}
+
+void RdmaConnection::on_events(uint32_t) {
+  if (!res_) return;
+  Status s;
+  auto events = res_->cq->consume_events();
+  if (!events.ok()) s = events.status();
+  else stats_.wakeups += static_cast<uint64_t>(*events);
+  if (s.ok()) s = arm_cq();
+  if (s.ok()) s = process_cq();
+  if (!s.ok()) {
+    fail(s);
+  } else if (tx_unposted()) {
+    (void)flush(true);  // completions may have freed send-queue slots
+  }
+  if (live() && armed_solicited_ && needs_send_events()) ensure_send_events();
+  if (options_.busy_poll_us != 0 && live()) {
+    busy_since_ns_ = monotonic_ns();  // traffic: poll for the next completion instead of sleeping
+    ctx_->mark_pending(this);
+  }
+  deliver();
+}
+
+}  // namespace conduit::transport::rdma

@@ -1,0 +1,194 @@
+// RdmaConnection: one rdma:// stream (Valkey's RDMA protocol plus the negotiated Conduit
+// extensions, docs/PROTOCOL.md).  Setup, rdma_cm events, keepalive and control messages
+// are in connection.cc; the data path (write, flush, read, delivery, polling) in
+// connection_io.cc.  Loop thread only, like every Connection.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "conduit/transport/connection.h"
+#include "conduit/verbs/verbs.h"
+#include "loop_context.h"
+#include "options.h"
+#include "protocol.h"
+#include "resources.h"
+#include "ring/ring_cursor.h"
+#include "srq_pool.h"
+
+namespace conduit::transport::rdma {
+
+// Where a connection is in its life: one value instead of a set of flags (rsocket's
+// rs_state, brpc's RdmaEndpoint::State).  The public ConnState is derived from it.
+enum class Phase : uint8_t {
+  kResolving,       // client: address and route resolution
+  kConnecting,      // client: rdma_connect sent, waiting for ESTABLISHED
+  kAccepting,       // server: rdma_accept sent, waiting for ESTABLISHED
+  kAwaitingBuffer,  // client: established, waiting for the peer's first RegisterXferMemory
+  kOpen,            // data flows both ways
+  kPeerGone,        // the peer disconnected: what it wrote is still readable, then EOF
+  kFailed,          // error() says why; resources are released at close()
+  kClosed,          // close() ran: resources released (or handed to a Closer)
+};
+std::string_view phase_name(Phase p);
+
+class RdmaConnection final : public Connection, public reactor::FdHandler, public CmSink, public SrqClient {
+ public:
+  // Outbound: starts address resolution.
+  static Result<std::unique_ptr<RdmaConnection>> start_connect(reactor::EventLoop& loop, const Endpoint& ep,
+                                                               const RdmaOptions& o, ConnectCallback cb);
+  // Inbound: takes the id from CONNECT_REQUEST, sets up resources and accepts.
+  static Result<std::unique_ptr<RdmaConnection>> start_accept(LoopContext* ctx, verbs::CmEvent& request,
+                                                              const RdmaOptions& o);
+
+  ~RdmaConnection() override;
+
+  // Connection
+  ConnState state() const override;
+  const Status& error() const override { return error_; }
+  Result<size_t> read(std::span<uint8_t> buf) override;
+  Result<size_t> write(std::span<const uint8_t> data) override;
+  Result<size_t> writev(std::span<const iovec> iov) override;
+  void set_read_handler(Handler h) override;
+  void set_write_handler(Handler h) override;
+  bool has_pending_data() const override { return read_handler_ != nullptr && readable(); }
+  void process_pending() override { deliver(); }
+  Status shutdown_write() override {
+    return Status(Code::kNotSupported, "rdma: the Valkey RDMA protocol has no half-close");
+  }
+  void close() override;
+  std::string local_address() const override { return local_; }
+  std::string peer_address() const override { return peer_; }
+  Caps caps() const override;
+  const ConnStats& stats() const override { return stats_; }
+  reactor::EventLoop& loop() const override { return ctx_->loop(); }
+
+  // FdHandler: the completion channel.
+  void on_events(uint32_t events) override;
+  // CmSink
+  void on_cm_event(verbs::CmEvent& ev) override;
+  // SrqClient: a receive completion of this connection's QP (slot re-posted by the pool).
+  void on_srq_completion(const verbs::Completion& wc) override;
+
+  // Called by the loop context's before-sleep hook.  Returns true if work remains.
+  bool run_deferred();
+
+  // For the listener: fires once when the accepted connection is established (or failed).
+  std::function<void(RdmaConnection*, Status)> on_established_;
+  Phase phase() const { return phase_; }
+  uint64_t negotiated_features() const { return features_; }
+
+ private:
+  RdmaConnection(LoopContext* ctx, const RdmaOptions& o, Phase p, bool client)
+      : ctx_(ctx), options_(o), client_side_(client), phase_(p) {}
+
+  verbs::QueuePair* qp() const { return res_ ? res_->qp() : nullptr; }
+  // Established with a QP that carries data: our buffer is advertised, the peer's may be.
+  bool live() const {
+    return phase_ == Phase::kAwaitingBuffer || phase_ == Phase::kOpen || phase_ == Phase::kPeerGone;
+  }
+  // Live and the peer still there: we may send.
+  bool sending() const { return phase_ == Phase::kAwaitingBuffer || phase_ == Phase::kOpen; }
+  bool setting_up() const {
+    return phase_ == Phase::kResolving || phase_ == Phase::kConnecting || phase_ == Phase::kAccepting ||
+           phase_ == Phase::kAwaitingBuffer;
+  }
+  bool readable() const {
+    return live() ? (rx_.available() > 0 || phase_ == Phase::kPeerGone) : phase_ == Phase::kFailed;
+  }
+  // After the peer disconnected, writing is pointless but the write handler must still run
+  // once more so the writer learns it (its write then fails, as TCP's would with EPIPE).
+  bool writable() const { return phase_ == Phase::kPeerGone || (live() && tx_known_ && tx_.free_space() > 0); }
+  bool tx_unposted() const { return tx_posted_ != tx_.head(); }
+  bool ring() const { return (features_ & kFeatureRing) != 0; }
+  bool solicited() const { return (features_ & kFeatureSolicited) != 0; }
+  // Something we want to post may have to wait for a send completion (a send-queue slot or
+  // a control slot): the CQ must then raise events for send completions too, which a CQ
+  // armed for solicited completions only does not.
+  bool needs_send_events() const { return tx_unposted() || credit_blocked_ || free_ctrl_slots_.empty(); }
+  bool wants_service() const;
+  bool linger();
+
+  Status setup_resources();
+  // Receive slots in ctrl (0 with an SRQ: ctrl then holds only send slots).
+  uint32_t ctrl_recv_slots() const { return res_->srq ? 0 : options_.recv_depth; }
+  const uint8_t* recv_slot_data(uint32_t slot) const {
+    return res_->srq ? res_->srq->slot_data(slot) : res_->ctrl->data() + static_cast<size_t>(slot) * kCtrlSize;
+  }
+  Status post_recv_slot(uint32_t slot);
+  Status send_ctrl(const CtrlMsg& m);
+  Status post_data(ring::Extent e, bool solicit);
+  Status flush(bool batch_end);
+  void return_space();
+  Status arm_cq();
+  void ensure_send_events();
+  Status process_cq(int* handled = nullptr);
+  bool busy_poll();
+  Status handle_completion(const verbs::Completion& wc);
+  Status handle_ctrl(const CtrlMsg& m);
+  void on_features();
+  Status register_rx();
+  Status cm_connect_params(bool accept);
+  void established();
+  void open();
+  void finish_connect(Status s);
+  void fail(Status s);
+  void deliver();
+  void arm_keepalive();
+  void check_keepalive();
+  void cancel_timers();
+  void release_resources();
+
+  LoopContext* ctx_;
+  RdmaOptions options_;
+  const bool client_side_;
+  Phase phase_;
+  Status error_;
+  Handler read_handler_;
+  Handler write_handler_;
+  ConnectCallback on_connect_;
+  ConnStats stats_;
+  std::string local_, peer_;
+  // What the peer's CONNECT_REQUEST offered (server side): our accept may not exceed it.
+  uint8_t peer_initiator_depth_ = 1;
+  uint8_t peer_responder_resources_ = 1;
+
+  std::unique_ptr<QpResources> res_;
+  bool channel_watched_ = false;
+  std::vector<uint32_t> free_ctrl_slots_;
+
+  // RX (our buffer, written by the peer): positions restart at 0 with every registration.
+  // The peer's byte counts (immediate data) advance `produced`, read() advances `tail`, and
+  // space goes back to the peer either all at once by re-registering the whole buffer once
+  // it is consumed (baseline), or in credit_bytes steps by Credit messages (ring mode).
+  ring::ConsumerCursor rx_{ring::RingGeometry(1)};
+  bool eof_delivered_ = false;
+  // TX (the peer's RX buffer): write() copies to the staging buffer at the producer's
+  // head -- it mirrors the peer's offset for offset -- and flush() posts [posted, head).
+  // In the baseline no space comes back until the peer re-registers the buffer, so the
+  // writer never wraps; in ring mode Credits return space and the writer wraps around.
+  bool tx_known_ = false;  // the peer has advertised its buffer
+  uint64_t tx_addr_ = 0;
+  uint32_t tx_rkey_ = 0;
+  ring::ProducerCursor tx_{ring::RingGeometry(1)};
+  uint64_t tx_posted_ = 0;
+  bool error_told_writer_ = false;
+  bool unsolicited_tail_ = false;  // the last data WR went out without IBV_SEND_SOLICITED
+  bool credit_blocked_ = false;    // a Credit is due but no control slot was free
+  bool armed_solicited_ = false;   // the CQ is armed for solicited completions only
+  bool poll_again_ = false;        // re-armed for all completions: poll before sleeping
+
+  bool peer_keepalive_seen_ = false;
+  uint64_t features_ = 0;
+  uint64_t last_rx_ns_ = 0;
+  reactor::TimerId keepalive_timer_ = 0;
+  reactor::TimerId connect_timer_ = 0;
+  uint64_t busy_since_ns_ = 0;  // busy polling: last time the CQ had work (0 = not polling)
+  verbs::Completion wcs_[32];
+};
+
+}  // namespace conduit::transport::rdma

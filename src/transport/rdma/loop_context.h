@@ -1,0 +1,82 @@
+// The rdma transport's state per event loop: one rdma_cm event channel (in epoll) whose
+// events it routes to the connection or listener owning each id, one protection domain per
+// device, the shared receive queues (srq=1), the set of connections with deferred work
+// (data to post, data to deliver, writability to announce) serviced in a before-sleep hook,
+// and the graceful closes still in progress (Closer).
+//
+// Found through the loop's slot (EventLoop::slot), so there is no process-global table and
+// no lock: everything here runs on the loop's thread.  Reference-counted by its connections
+// and listeners; it lives on while closers remain and is torn down with the loop at the
+// latest.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <set>
+#include <utility>
+#include <vector>
+
+#include "conduit/reactor/event_loop.h"
+#include "conduit/verbs/verbs.h"
+#include "rdma.h"
+
+namespace conduit::transport::rdma {
+
+class RdmaConnection;
+class Closer;
+class SrqPool;
+
+// Receives the rdma_cm events of the ids it owns (a connection, a listener, a closer).
+class CmSink {
+ public:
+  virtual void on_cm_event(verbs::CmEvent& ev) = 0;
+
+ protected:
+  ~CmSink() = default;
+};
+
+class LoopContext final : public reactor::FdHandler {
+ public:
+  // The loop's context, created on first use; each call takes a reference.
+  static Result<LoopContext*> acquire(reactor::EventLoop& loop);
+  void release();
+
+  // Takes over a closing connection's resources until its data is acknowledged.
+  void adopt(std::unique_ptr<Closer> c);
+  // A closer has finished (it may be inside its own handler): destroyed at the next hook.
+  void retire(Closer* c);
+
+  reactor::EventLoop& loop() { return loop_; }
+  const std::shared_ptr<verbs::EventChannel>& channel() const { return channel_; }
+  Result<std::shared_ptr<verbs::ProtectionDomain>> pd_for(verbs::CmId& id);
+  // The shared receive queue for srq=1 connections on `pd` (created on first use, kept
+  // until the context goes).
+  Result<std::shared_ptr<SrqPool>> srq_for(const std::shared_ptr<verbs::ProtectionDomain>& pd, uint32_t depth);
+  static std::vector<SrqStats> srq_stats(reactor::EventLoop& loop);
+  void mark_pending(RdmaConnection* c) { pending_.insert(c); }
+  void forget(RdmaConnection* c) { pending_.erase(c); }
+
+  void on_events(uint32_t events) override;
+
+ private:
+  explicit LoopContext(reactor::EventLoop& loop);
+  ~LoopContext() override;
+  bool run_pending();
+  void on_loop_teardown();
+  void destroy();  // deletes this
+
+  reactor::EventLoop& loop_;
+  std::shared_ptr<verbs::EventChannel> channel_;
+  std::map<ibv_context*, std::shared_ptr<verbs::ProtectionDomain>> pds_;
+  std::map<std::pair<verbs::ProtectionDomain*, uint32_t>, std::shared_ptr<SrqPool>> srqs_;
+  std::set<RdmaConnection*> pending_;
+  std::map<Closer*, std::unique_ptr<Closer>> closers_;
+  std::vector<std::unique_ptr<Closer>> retired_;
+  reactor::EventLoop::HookId hook_ = 0;
+  reactor::EventLoop::HookId teardown_ = 0;
+  bool loop_gone_ = false;
+  bool tearing_down_ = false;
+  int refs_ = 0;
+};
+
+}  // namespace conduit::transport::rdma

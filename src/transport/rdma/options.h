@@ -1,0 +1,46 @@
+// rdma:// URL options: one table (options.cc) drives parsing, defaults and the docs
+// (docs/TRANSPORTS.md is checked against it by tests/transport/options_doc_test.cc).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "conduit/base/status.h"
+#include "conduit/transport/endpoint.h"
+#include "conduit/transport/options.h"
+
+namespace conduit::transport::rdma {
+
+struct RdmaOptions {
+  uint32_t rx_buffer = 1u << 20;
+  uint32_t send_depth = 256;
+  uint32_t recv_depth = 256;
+  uint32_t inline_bytes = 64;
+  uint32_t flush_bytes = 64 * 1024;
+  uint32_t credit_bytes = 0;  // ring mode: return space in steps of this (0 = rx_buffer / 4)
+  uint64_t keepalive_ms = 3000;
+  uint64_t keepalive_timeout_ms = 10000;
+  uint64_t connect_timeout_ms = 10000;
+  uint64_t linger_ms = 5000;
+  uint32_t backlog = 1024;
+  uint32_t max_pending = 1024;  // listener: handshakes in progress before requests are refused
+  uint64_t busy_poll_us = 0;
+  std::string features = "all";
+  std::string device;
+  bool srq = false;  // receives from the loop's shared receive queue (SrqPool)
+  uint32_t srq_depth = 4096;
+  uint8_t retry_cnt = 7;
+  uint8_t rnr_retry = 7;
+  uint8_t timeout = 17;
+
+  // Derived by parse_options from `features`: the extension bits offered.
+  uint64_t feature_mask = 0;
+};
+
+std::span<const OptionRow<RdmaOptions>> option_rows();
+std::vector<OptionDoc> option_docs();
+Result<RdmaOptions> parse_options(const Endpoint& ep);
+
+}  // namespace conduit::transport::rdma

@@ -1,0 +1,50 @@
+// One rdma connection's verbs objects with a single owner.  Members are declared in
+// creation order, so destruction runs in reverse: the id (and its QP) first, then the
+// memory the QP used, then the CQ and its channel, then the SRQ pool and the PD.  A
+// connection holds them while it runs, hands them to a Closer with one move when it
+// lingers, and releases them with one reset.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "conduit/verbs/verbs.h"
+#include "srq_pool.h"
+
+namespace conduit::transport::rdma {
+
+struct QpResources {
+  std::shared_ptr<verbs::ProtectionDomain> pd;
+  std::shared_ptr<SrqPool> srq;  // srq=1: receives come from here (null otherwise)
+  std::shared_ptr<verbs::CompletionChannel> channel;
+  std::shared_ptr<verbs::CompletionQueue> cq;
+  std::unique_ptr<verbs::RegisteredBuffer> ctrl;  // receive slots (none with srq), then send slots
+  std::unique_ptr<verbs::RegisteredBuffer> rx;    // our receive buffer, written by the peer
+  std::unique_ptr<verbs::RegisteredBuffer> tx;    // staging, mirrors the peer's receive buffer
+  std::unique_ptr<verbs::CmId> id;
+  std::unique_ptr<verbs::SignalTracker> tracker;
+  uint32_t qpn = 0;           // the QP's number (the SRQ pool's key)
+  bool srq_attached = false;  // the pool routes the QP's completions (to a connection or nowhere)
+  bool disconnected = false;  // rdma_disconnect was called
+
+  QpResources() = default;
+  QpResources(const QpResources&) = delete;
+  QpResources& operator=(const QpResources&) = delete;
+  ~QpResources() {
+    if (id) id->set_user_data(nullptr);
+    // QP first: after that no completion of it can reach the pool's CQ, and the pool takes
+    // back the slots of those still queued.
+    id.reset();
+    if (srq_attached) srq->detach(qpn);
+  }
+
+  verbs::QueuePair* qp() const { return id ? id->qp() : nullptr; }
+  // Sends a disconnect once (the peer sees DISCONNECTED; our QP goes to error).
+  void disconnect() {
+    if (!id || disconnected) return;
+    disconnected = true;
+    (void)id->disconnect();
+  }
+};
+
+}  // namespace conduit::transport::rdma
