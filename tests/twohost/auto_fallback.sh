@@ -8,8 +8,10 @@
 start_stream_server a srv "auto://$A:7601?$KA_AUTO" >/dev/null
 "$G" b net drop-roce
 url="auto://$A:7601?$KA_AUTO&rdma_timeout_ms=1500&rdma_retry_ms=8000"
-# Connections at 0 s, 5 s and 10 s from one process (the retry schedule is per process).
-"$G" b start c -- "$STREAM" send "$url" "$url" "$url" --stagger 5 --bytes 1000000 --timeout 120
+# Connections at 0 s, 7 s and 14 s from one process (the retry schedule is per process).
+# The first fallback ends after 1.5 s (up to ~6 s on a loaded host), so the retry window
+# ends between 9.5 and ~14 s: the second connection is inside it, the third after it.
+"$G" b start c -- "$STREAM" send "$url" "$url" "$url" --stagger 7 --bytes 1000000 --timeout 120
 c2=$(wait_for b c '^connected id=2 ' 60) || true
 "$G" b net clear
 say "RoCE passes again ($(field "$c2" transport) for connection 2)"

@@ -27,14 +27,16 @@ say "b streams and writes ($(acks "$WORK/acks-b") SETs acknowledged); server QPs
 
 say "killing b"
 "$G" b kill
+killed=$EPOCHREALTIME
 acked=$(acks "$WORK/acks-b")
 check "b had $acked SETs acknowledged when it died (at least 300)" le 300 "$acked"
 sline=$(wait_for a srv '^done id=2 ' 30) || true  # id 1 is the local stream
+seen=$(ms_since "$killed")
 say "server: $sline"
 stall=$(field "$sline" stall_ms)
 check "the server's connection from the dead host fails within ${DETECT_BOUND_MS} ms (stall ${stall} ms: $(field "$sline" error))" \
 	le "$stall" "$DETECT_BOUND_MS"
-result "fault=client-host-killed side=server detect_ms=$stall error=\"$(field "$sline" error)\""
+result "fault=client-host-killed side=server detect_ms=$stall seen_by_host_ms=$seen error=\"$(field "$sline" error)\""
 
 # The other connection on the same server, from a itself, carries on to the end.
 rc=0

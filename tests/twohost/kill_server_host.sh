@@ -25,12 +25,14 @@ wait_acks "$WORK/acks" 300 90 || fail "the kv load got no 300 acknowledgements w
 say "killing a ($(acks "$WORK/acks") SETs acknowledged so far)"
 "$G" a kill
 killed_at=$SECONDS
+killed=$EPOCHREALTIME
 line=$(wait_for b streams '^done id=1 ' 30) || true
+seen=$(ms_since "$killed")
 say "stream to a: $line"
 stall=$(field "$line" stall_ms)
 check "the stream to the dead host fails within ${DETECT_BOUND_MS} ms (stall ${stall} ms: $(field "$line" error))" \
 	le "$stall" "$DETECT_BOUND_MS"
-result "fault=server-host-killed side=client detect_ms=$stall error=\"$(field "$line" error)\""
+result "fault=server-host-killed side=client detect_ms=$stall seen_by_host_ms=$seen error=\"$(field "$line" error)\""
 ev=$(wait_for b load '^event state=backoff' 30) || true
 say "kv client: $ev"
 check "the kv client saw the loss and backs off ($(field "$ev" cause))" [ -n "$ev" ]

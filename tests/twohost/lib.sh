@@ -4,6 +4,8 @@
 # Usage in a scenario: . "$(dirname "$0")/lib.sh" BUILD_DIR
 set -euo pipefail
 shopt -s inherit_errexit # a failing command inside $(...) fails the scenario too
+# A scenario that stops on an unexpected error says where (ctest shows stdout).
+trap 'echo "FAIL  $(basename "$0") stopped at line $LINENO: $BASH_COMMAND (exit $?)"' ERR
 
 if [[ -z ${CONDUIT_TESTBED_DIR:-} || -z ${CONDUIT_TESTBED_GUEST:-} ]]; then
 	if [[ ${CONDUIT_REQUIRE_TWOHOST:-0} == 1 ]]; then
@@ -20,6 +22,9 @@ STREAM=$BUILD/tests/twohost/twohost_stream
 KVCHECK=$BUILD/tests/twohost/twohost_kv
 KV=$BUILD/tools/kv/conduit-kv
 KVBENCH=$BUILD/tools/kv/conduit-kv-bench
+for bin in "$STREAM" "$KVCHECK" "$KV" "$KVBENCH"; do
+	[[ -x $bin ]] || { echo "FAIL: $bin is not built (cmake --build $BUILD)" >&2; exit 1; }
+done
 A=$CONDUIT_TESTBED_ADDR_A
 B=$CONDUIT_TESTBED_ADDR_B
 NAME=$(basename "$0" .sh)
@@ -108,6 +113,10 @@ wait_acks() {
 		sleep 0.5
 	done
 }
+
+# ms_since T: milliseconds from $EPOCHREALTIME value T until now (host clock; includes up to
+# ~0.5 s of polling the guest's output)
+ms_since() { awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN { printf "%d", (b - a) * 1000 }'; }
 
 # le A B: A <= B (integers)
 le() { [[ -n $1 && -n $2 ]] && (($1 <= $2)); }

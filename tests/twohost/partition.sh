@@ -62,6 +62,26 @@ mr2=$(mr_count a "$pid")
 check "the server released the failed connection's QP ($qp2 RC QPs, $qp0 before)" [ "$qp2" = "$qp0" ]
 check "the server released its MRs ($mr2 MRs, $mr0 before)" [ "$mr2" = "$mr0" ]
 
+# --- shorter than the keepalive timeout, longer than the QP's retry budget ----------------
+# retry_cnt=3&timeout=14: 3 resends 67 ms apart, then the QP fails with retry-exceeded.  The
+# writer sees that on its next completion poll (at the latest its next keepalive tick, 500 ms).
+start_stream_server a srv-qp "rdma://$A:7203?timeout=14" >/dev/null
+"$G" b start budget -- "$STREAM" send "rdma://$A:7203?retry_cnt=3&timeout=14&keepalive_ms=500" --bytes 100000000 \
+	--rate 1000000 --timeout 120
+wait_for b budget '^progress ' 60 >/dev/null
+say "partition for 3 s against a 3 x 67 ms retry budget"
+"$G" partition for 3
+line=$(wait_for b budget '^done ' 30) || true
+say "client: $line"
+stall=$(field "$line" stall_ms)
+check "the writer's QP fails with retry exceeded, within budget + a keepalive tick + slack (stall ${stall} ms: $(field "$line" error))" \
+	[ "$(field "$line" result)" = error ] && le "$stall" 3000 && grep -qi 'retry' <<<"$(field "$line" error)"
+sline=$(wait_for a srv-qp '^done id=1 ' 30) || true
+say "server: $sline"
+check "the server's end of it fails too ($(field "$sline" error))" [ "$(field "$sline" result)" = error ]
+result "fault=partition-3s-over-qp-budget client_detect_ms=$stall client_error=\"$(field "$line" error)\"" \
+	"server_detect_ms=$(field "$sline" stall_ms) server_error=\"$(field "$sline" error)\""
+
 # --- and after the partition, a new connection works --------------------------------------
 out=$("$G" b run --timeout 120 -- "$STREAM" send "rdma://$A:7201?$KA" --bytes 2000000 --timeout 60) || true
 check "a new connection after the partition works" grep -q '^done .*result=ok' <<<"$out"
