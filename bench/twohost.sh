@@ -107,7 +107,7 @@ pair() {
 	[[ $kind == tcp ]] && kind=$([[ $cell == tcp_bw* ]] && echo bw || echo lat)
 	name=$cond-$cell-$tool-$rep
 	for attempt in 1 2 3 4 5; do
-		"$G" b start "srv-$name-$attempt" -- timeout -k 5 120 "${srv[@]}"
+		"$G" b start "srv-$name-$attempt" -- timeout -k 5 120 "${srv[@]}" || true
 		sleep 1
 		"$G" a run --timeout 150 -- timeout -k 5 120 "${cli[@]}" >"$out/raw/$name.client" 2>&1 || true
 		"$G" b signal "srv-$name-$attempt" KILL >/dev/null 2>&1 || true
@@ -119,7 +119,7 @@ pair() {
 	[[ $v != nan ]] || failed=$((failed + 1))
 }
 
-conditions=("clean" "loss-1%")
+conditions=("clean" "loss-1pct")
 for cond in "${conditions[@]}"; do
 	for h in a b; do
 		if [[ $cond == clean ]]; then "$G" "$h" net clear; else "$G" "$h" net netem loss 1%; fi
@@ -161,7 +161,7 @@ stats() { # COND CELL TOOL -> "median min max" (or "nan nan nan")
 	fi
 	local n
 	n=$(wc -l <<<"$vals")
-	echo "$(sed -n "$(((n + 1) / 2))p" <<<"$vals") $(head -n 1 <<<"$vals") $(tail -n 1 <<<"$vals")"
+	printf '%.2f %.2f %.2f\n' "$(sed -n "$(((n + 1) / 2))p" <<<"$vals")" "$(head -n 1 <<<"$vals")" "$(tail -n 1 <<<"$vals")"
 }
 verdict() { awk -v r="$1" -v op="$2" -v t="$3" 'BEGIN { if (r == "nan") { print "-"; exit }
 	ok = (op == ">=") ? (r >= t) : (r <= t); print ok ? "PASS" : "MISS" }'; }
