@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite, as the README's test command and CI run it:
 #   1. install dependencies (scripts/install-deps.sh)
-#   2. build twice with -Werror: RelWithDebInfo (build/) and ASan+UBSan (build-asan/)
-#   3. run every test without the `rdma` or `twohost` label on the host, for both builds
+#   2. build twice with -Werror: RelWithDebInfo (build/) and ASan+UBSan (build-asan/), and
+#      the suites where threads meet once more with ThreadSanitizer (build-tsan/)
+#   3. run every test without the `rdma` or `twohost` label on the host, for those three builds
 #   4. boot the Soft-RoCE guest once (testbed/run) and run the `rdma`-labelled tests of both
 #      builds inside it, with CONDUIT_REQUIRE_RDMA=1 so a missing device fails, never skips
 #   5. boot two guests joined by a private link (testbed/run --hosts 2) and run the
@@ -28,6 +29,12 @@ echo "== build (ASan+UBSan, -Werror) =="
 configure build-asan -DCMAKE_BUILD_TYPE=Debug -DCONDUIT_SANITIZE=ON
 cmake --build build-asan -j "$jobs"
 
+# ThreadSanitizer: a small separate build of only the suites where threads meet (the
+# CONDUIT_TSAN branch of tests/CMakeLists.txt lists them), not a third build of everything.
+echo "== build (TSan: the suites where threads meet) =="
+configure build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCONDUIT_TSAN=ON -DCONDUIT_BUILD_TOOLS=OFF
+cmake --build build-tsan -j "$jobs"
+
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:strict_string_checks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 
@@ -43,6 +50,7 @@ run_ctest() {  # run_ctest NAME CTEST_ARGS... ; output kept for the total
 }
 run_ctest host -LE 'rdma|twohost' --test-dir build -j "$jobs"
 run_ctest host-asan -LE 'rdma|twohost' --test-dir build-asan -j "$jobs"
+TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1} run_ctest host-tsan -LE 'rdma|twohost' --test-dir build-tsan -j "$jobs"
 
 echo "== rdma tests in the Soft-RoCE guest (testbed/run) =="
 # Soft-RoCE under TCG moves ~40 MB/s: stream 256 MiB per conformance case, not 1 GiB; and
@@ -76,8 +84,8 @@ while read -r p f; do
 done < <(cat "$logs"/*.log | sed -nE 's/^[0-9]+% tests passed, ([0-9]+) tests failed out of ([0-9]+)$/\2 \1/p' |
   awk '{print $1 - $2, $2}')
 runs=$(cat "$logs"/*.log | grep -cE '^[0-9]+% tests passed' || true)
-if ((runs < 5)); then
-  echo "test.sh: expected 5 ctest runs (host, host-asan, rdma, rdma-asan, twohost), saw $runs" >&2
+if ((runs < 6)); then
+  echo "test.sh: expected 6 ctest runs (host, host-asan, host-tsan, rdma, rdma-asan, twohost), saw $runs" >&2
   status=1
 fi
 echo "total: $passed passed, $failed failed"

@@ -314,6 +314,12 @@ Status ServerImpl::open_listener(Worker& w, const std::string& url) {
   auto l = transport::listen(*w.loop, url,
                              [this, wp](std::unique_ptr<transport::Connection> c) { on_accept(*wp, std::move(c)); });
   if (!l.ok()) return l.status().annotate("conduit-kv: cannot listen on " + url);
+  // A transport with a handshake (shm, rdma) asks before it spends a socket, memory or a
+  // QP on a new connection: clients plus handshakes in progress stay within maxclients.
+  (*l)->set_admission([this] {
+    std::lock_guard<std::mutex> lock(mu_);
+    return !shut_down_ && num_clients_ + handshakes_in_progress() < options_.maxclients;
+  });
   if (w.index == 0) CONDUIT_LOG(kInfo) << "conduit-kv: listening on " << (*l)->url();
   w.listeners.push_back(std::move(l).value());
   return {};
@@ -476,7 +482,29 @@ uint64_t ServerImpl::used_memory() {
     }
     used_memory_at_ms_ = coarse_ms_;
   }
-  return used_memory_;
+  return used_memory_ + transport_memory_locked();
+}
+
+// Memory the transports hold for clients outside the heap, which malloc's counters (and,
+// until touched, RSS) do not show: shm rings, rdma registered buffers (issue 9, item 5).
+// A client's part (ConnStats::pinned_bytes) is fixed once it is connected, so it is counted
+// on accept and uncounted on close; handshakes in progress are asked of the listeners.  In
+// used_memory, so INFO shows it and maxmemory applies to it.  (Redis has no such memory.)
+// Accepted connections whose handshake is still running (shm, rdma; tcp has none) hold
+// descriptors and memory like clients, so maxclients counts them too.  Listener::stats()
+// may be read from any thread; the listener lists are fixed once the server started.
+uint64_t ServerImpl::handshakes_in_progress() const {
+  uint64_t n = 0;
+  for (const auto& w : workers_)
+    for (const auto& l : w->listeners) n += l->stats().handshakes;
+  return n;
+}
+
+uint64_t ServerImpl::transport_memory_locked() const {
+  uint64_t n = client_pinned_bytes_;
+  for (const auto& w : workers_)
+    for (const auto& l : w->listeners) n += l->stats().handshake_bytes;
+  return n;
 }
 
 // --- connections --------------------------------------------------------------------------------
@@ -504,7 +532,8 @@ void ServerImpl::on_accept(Worker& w, std::unique_ptr<transport::Connection> con
     ++stats_.connections_received;
     ++transport_totals_[scheme].connections;
     if (shut_down_) refusal = "-ERR server is shutting down\r\n";
-    else if (num_clients_ >= options_.maxclients) refusal = "-ERR max number of clients reached\r\n";
+    else if (num_clients_ + handshakes_in_progress() >= options_.maxclients)
+      refusal = "-ERR max number of clients reached\r\n";
     else if (options_.protected_mode && options_.requirepass.empty() && !is_loopback(scheme, peer)) refusal = kDenied, denied = true;
     if (!refusal.empty()) ++stats_.rejected_connections;
   }
@@ -537,6 +566,7 @@ void ServerImpl::on_accept(Worker& w, std::unique_ptr<transport::Connection> con
     ++w.num_clients;
     ++num_clients_;
     stats_.connected_clients = num_clients_;
+    client_pinned_bytes_ += c->conn->stats().pinned_bytes;
   }
   bump(w.connections, 1);
   c->conn->set_read_handler([c](transport::Connection&) { c->server->on_readable(c); });
@@ -826,6 +856,7 @@ void ServerImpl::close_client_locked(ClientConn* c, std::string_view why) {
   }
   TransportTotals& t = transport_totals_[c->scheme];
   const transport::ConnStats& s = c->conn->stats();
+  client_pinned_bytes_ -= s.pinned_bytes;
   t.stats.bytes_read += s.bytes_read;
   t.stats.bytes_written += s.bytes_written;
   t.stats.reads += s.reads;
@@ -1221,6 +1252,7 @@ std::string ServerImpl::info(std::string_view sections_text) {
     }
     appendf(&out, "connected_clients:%zu", num_clients_);
     appendf(&out, "maxclients:%u", options_.maxclients);
+    appendf(&out, "handshakes_in_progress:%" PRIu64, handshakes_in_progress());
     appendf(&out, "client_recent_max_input_buffer:%zu", max_in);
     appendf(&out, "client_recent_max_output_buffer:%zu", max_out);
     appendf(&out, "blocked_clients:0");
@@ -1232,6 +1264,7 @@ std::string ServerImpl::info(std::string_view sections_text) {
     const uint64_t used = used_memory();
     appendf(&out, "used_memory:%" PRIu64, used);
     appendf(&out, "used_memory_human:%s", human_bytes(used).c_str());
+    appendf(&out, "mem_transport_pinned:%" PRIu64, transport_memory_locked());
     rusage ru{};
     ::getrusage(RUSAGE_SELF, &ru);
     appendf(&out, "used_memory_peak_rss:%ld", ru.ru_maxrss * 1024);

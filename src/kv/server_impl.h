@@ -195,6 +195,10 @@ class ServerImpl {
   void invalidate_time();
   bool loading() const { return loading_; }
   uint64_t used_memory();
+  // What the transports hold outside the heap for our clients (mu_ held): see server.cc.
+  uint64_t transport_memory_locked() const;
+  // Handshakes the listeners have in progress (any thread; see server.cc).
+  uint64_t handshakes_in_progress() const;
   void propagate(int db, std::span<const std::string_view> args);
 
   // --- server features the commands reach (mu_ held) -------------------------------------
@@ -290,6 +294,7 @@ class ServerImpl {
   uint64_t cron_loops_ = 0;
   int64_t used_memory_at_ms_ = -1;
   uint64_t used_memory_ = 0;
+  uint64_t client_pinned_bytes_ = 0;  // sum of the clients' ConnStats::pinned_bytes (mu_)
   int expire_db_cursor_ = 0;
   // Posted closures hold a weak reference: they do nothing once the server is gone.
   std::shared_ptr<ServerImpl*> alive_ = std::make_shared<ServerImpl*>(this);

@@ -1,7 +1,8 @@
 #include "conduit/transport/endpoint.h"
 
-#include <cctype>
 #include <charconv>
+
+#include "option_table.h"
 
 namespace conduit::transport {
 
@@ -73,52 +74,27 @@ Result<std::pair<std::string, uint16_t>> Endpoint::host_port() const {
   return std::make_pair(host, static_cast<uint16_t>(port));
 }
 
+// The value parsers are option_table.cc's, so that table-driven and OptionReader-driven
+// transports accept the same syntax and say the same things about bad values.
 Result<uint64_t> OptionReader::get_u64(const std::string& key, uint64_t fallback, uint64_t min, uint64_t max) {
   used_[key] = true;
   auto it = ep_.options.find(key);
   if (it == ep_.options.end()) return fallback;
-  uint64_t v = 0;
-  const std::string& t = it->second;
-  auto [ptr, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
-  if (ec != std::errc() || ptr != t.data() + t.size() || t.empty())
-    return Status(Code::kInvalidArgument, ep_.scheme + " option " + key + "='" + t + "': not a number");
-  if (v < min || v > max)
-    return Status(Code::kInvalidArgument, ep_.scheme + " option " + key + "=" + t + " outside " + std::to_string(min) +
-                                              ".." + std::to_string(max));
-  return v;
+  return parse_number_value(ep_.scheme + " option " + key, it->second, min, max);
 }
 
 Result<uint64_t> OptionReader::get_bytes(const std::string& key, uint64_t fallback, uint64_t min, uint64_t max) {
   used_[key] = true;
   auto it = ep_.options.find(key);
   if (it == ep_.options.end()) return fallback;
-  const std::string& t = it->second;
-  uint64_t v = 0;
-  auto [ptr, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
-  std::string suffix(ptr, t.data() + t.size());
-  for (char& c : suffix) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  int shift = -1;
-  if (suffix.empty() || suffix == "b") shift = 0;
-  else if (suffix == "k" || suffix == "kib") shift = 10;
-  else if (suffix == "m" || suffix == "mib") shift = 20;
-  else if (suffix == "g" || suffix == "gib") shift = 30;
-  if (ec != std::errc() || ptr == t.data() || shift < 0)
-    return Status(Code::kInvalidArgument,
-                  ep_.scheme + " option " + key + "='" + t + "': not a byte count (a number, optionally with K, M or G)");
-  if (v > (max >> shift) || (v << shift) < min)
-    return Status(Code::kInvalidArgument, ep_.scheme + " option " + key + "=" + t + " outside " + std::to_string(min) +
-                                              ".." + std::to_string(max) + " bytes");
-  return v << shift;
+  return parse_bytes_value(ep_.scheme + " option " + key, it->second, min, max);
 }
 
 Result<bool> OptionReader::get_bool(const std::string& key, bool fallback) {
   used_[key] = true;
   auto it = ep_.options.find(key);
   if (it == ep_.options.end()) return fallback;
-  const std::string& t = it->second;
-  if (t == "1" || t == "true" || t == "yes" || t == "on") return true;
-  if (t == "0" || t == "false" || t == "no" || t == "off") return false;
-  return Status(Code::kInvalidArgument, ep_.scheme + " option " + key + "='" + t + "': expected a boolean");
+  return parse_bool_value(ep_.scheme + " option " + key, it->second);
 }
 
 Result<std::string> OptionReader::get_string(const std::string& key, const std::string& fallback) {

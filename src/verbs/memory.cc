@@ -47,6 +47,17 @@ ibv_sge MemoryRegion::sge(size_t offset, uint32_t len) const {
   return ibv_sge{addr() + offset, len, lkey()};
 }
 
+Result<std::unique_ptr<MemoryWindow>> MemoryWindow::create(std::shared_ptr<ProtectionDomain> pd) {
+  if (!pd) return Status(Code::kInvalidArgument, "MemoryWindow::create: null protection domain");
+  ibv_mw* mw = ibv_alloc_mw(pd->native_handle(), IBV_MW_TYPE_2);
+  if (mw == nullptr) return Status::FromErrnoAuto(errno, "ibv_alloc_mw(type 2)");
+  return std::unique_ptr<MemoryWindow>(new MemoryWindow(std::move(pd), mw));
+}
+
+MemoryWindow::~MemoryWindow() {
+  if (int rc = ibv_dealloc_mw(mw_); rc != 0) CONDUIT_LOG(kError) << "ibv_dealloc_mw failed: " << std::strerror(rc);
+}
+
 void RegisteredBuffer::FreeDeleter::operator()(uint8_t* p) const { std::free(p); }
 
 Result<RegisteredBuffer> RegisteredBuffer::create(std::shared_ptr<ProtectionDomain> pd,

@@ -55,6 +55,53 @@ TEST_P(Conformance, ConnectToNonListeningEndpointFailsThroughCallback) {
   EXPECT_NE(conn->describe().find("error"), std::string::npos) << conn->describe();
 }
 
+// Listener::stats() and set_admission(): a transport with a handshake asks before each
+// one and reports those in progress; a refused client's connect fails and the application
+// never sees it.  A transport without one (tcp) never asks and reports zeros.
+TEST_P(Conformance, ListenerAsksAdmissionAndCountsHandshakes) {
+  auto queue = std::make_shared<AcceptQueue>();
+  std::unique_ptr<Listener> l;
+  ASSERT_TRUE(start_listener(&l, queue));
+  EXPECT_EQ(l->stats().handshakes, 0u);
+  auto asked = std::make_shared<int>(0);
+  auto admit = std::make_shared<bool>(true);
+  l->set_admission([asked, admit] {
+    ++*asked;
+    return *admit;
+  });
+  std::vector<std::unique_ptr<Connection>> clients(3);
+  std::vector<std::shared_ptr<ConnectResult>> results;
+  for (auto& c : clients) {
+    results.push_back(std::make_shared<ConnectResult>());
+    ASSERT_TRUE(start_connect(connect_url(*l), &c, results.back()));
+  }
+  auto all_fired = [&] { return std::all_of(results.begin(), results.end(), [](auto& r) { return r->fired; }); };
+  ASSERT_TRUE(run_until([&] { return queue->accepted == 3 && all_fired(); }, "three admitted connections"));
+  for (auto& r : results) EXPECT_TRUE(r->status.ok()) << r->status.to_string();
+  EXPECT_EQ(*asked, tc().admission ? 3 : 0);
+  const transport::ListenerStats after = l->stats();
+  EXPECT_EQ(after.handshakes, 0u) << "handshakes that ended are still counted";
+  EXPECT_EQ(after.refused, 0u);
+
+  *admit = false;
+  std::unique_ptr<Connection> refused;
+  auto res = std::make_shared<ConnectResult>();
+  ASSERT_TRUE(start_connect(connect_url(*l), &refused, res));
+  if (!tc().admission) {
+    ASSERT_TRUE(run_until([&] { return queue->accepted == 4; }, "a connection that needs no admission"));
+    EXPECT_EQ(*asked, 0);
+    return;
+  }
+  ASSERT_TRUE(run_until([&] { return res->fired; }, "the refused client's connect callback"));
+  EXPECT_EQ(res->status.code(), Code::kResourceExhausted) << res->status.to_string();
+  EXPECT_EQ(refused->state(), ConnState::kError);
+  run_for(20ms);
+  EXPECT_EQ(queue->accepted, 3u) << "a refused connection reached the AcceptCallback";
+  EXPECT_EQ(*asked, 4);
+  EXPECT_EQ(l->stats().refused, 1u);
+  EXPECT_EQ(l->stats().handshakes, 0u);
+}
+
 TEST_P(Conformance, DestroyingAConnectingConnectionCancelsIt) {
   // Whatever the server accepts gets a reader at once and must see its stream end.
   struct Accepted {

@@ -51,12 +51,13 @@ std::string rdma_address(std::string* why) {
 }
 std::string rdma_url(std::string* why) {
   const std::string a = rdma_address(why);
-  return a.empty() ? "" : "rdma://" + a;
+  // The listener bounds each inbound handshake by connect_timeout_ms too.
+  return a.empty() ? "" : "rdma://" + a + "?connect_timeout_ms=60000";
 }
 // The listener's connections take their receives from one shared receive queue.
 std::string rdma_srq_url(std::string* why) {
   const std::string a = rdma_address(why);
-  return a.empty() ? "" : "rdma://" + a + "?srq=1";
+  return a.empty() ? "" : "rdma://" + a + "?srq=1&connect_timeout_ms=60000";
 }
 
 // auto:// on loopback: with no RDMA device here it must fall back to TCP transparently.
@@ -70,20 +71,20 @@ std::string auto_rdma_url(std::string* why) {
 
 const std::vector<TransportCase>& transport_table() {
   static const std::vector<TransportCase> table = {
-      // name        scheme  listen URL     connect options     label   ip addresses
-      {"tcp", "tcp", tcp4_url, "", "", true},
-      {"tcp6", "tcp", tcp6_url, "", "", true},
-      {"shm", "shm", shm_url, "", "", false},
-      {"shm_busy", "shm", shm_busy_url, "busy_poll_us=50", "", false},
-      {"shm_ring4k", "shm", shm_ring4k_url, "", "", false},
-      {"auto", "auto", auto_loopback_url, "", "", true},
+      // name        scheme  listen URL     connect options     label   ip addresses  admission
+      {"tcp", "tcp", tcp4_url, "", "", true, false},
+      {"tcp6", "tcp", tcp6_url, "", "", true, false},
+      {"shm", "shm", shm_url, "", "", false, true},
+      {"shm_busy", "shm", shm_busy_url, "busy_poll_us=50", "", false, true},
+      {"shm_ring4k", "shm", shm_ring4k_url, "", "", false, true},
+      {"auto", "auto", auto_loopback_url, "", "", true, false},
       // Soft-RoCE under TCG spends ~30 ms of guest kernel time registering each endpoint's
       // 2 MiB (RX buffer + staging), so 300 simultaneous connects on one loop take ~20 s
       // (over 30 s in the ASan build): longer than the 10 s default connect timeout, which
       // bounds one connection.
-      {"rdma", "rdma", rdma_url, "connect_timeout_ms=60000", "rdma", true},
-      {"rdma_srq", "rdma", rdma_srq_url, "connect_timeout_ms=60000", "rdma", true},
-      {"auto_rdma", "auto", auto_rdma_url, "", "rdma", true},
+      {"rdma", "rdma", rdma_url, "connect_timeout_ms=60000", "rdma", true, true},
+      {"rdma_srq", "rdma", rdma_srq_url, "connect_timeout_ms=60000", "rdma", true, true},
+      {"auto_rdma", "auto", auto_rdma_url, "", "rdma", true, true},
   };
   return table;
 }

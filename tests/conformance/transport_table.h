@@ -27,6 +27,10 @@ struct TransportCase {
   std::string label;
   // local/peer addresses are IP endpoints, so one side's local is the other's peer.
   bool ip_addresses = false;
+  // The listener runs a handshake before it hands a connection over, and so asks its
+  // admission callback and counts handshakes in progress (Listener::stats()).  false: the
+  // connection goes straight to the AcceptCallback (tcp), and admission is never asked.
+  bool admission = false;
 };
 
 // gtest prints parameters with this (instead of a byte dump).

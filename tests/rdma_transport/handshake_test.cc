@@ -1,6 +1,6 @@
 // Handshakes in progress are bounded: a client that sends connect requests and never
 // completes them (no RTU: it never calls rdma_establish) holds a QP and registered memory
-// on the server for each.  The listener refuses requests beyond max_pending at once and
+// on the server for each.  The listener refuses requests beyond max_handshakes at once and
 // frees a stalled handshake after connect_timeout_ms; real clients then connect normally.
 #include <gtest/gtest.h>
 #include <rdma/rdma_cma.h>
@@ -61,7 +61,7 @@ TEST(RdmaHandshakes, InProgressAreBoundedAndTimedOut) {
   auto loop = reactor::EventLoop::create();
   ASSERT_TRUE(loop.ok());
   std::vector<std::unique_ptr<Connection>> accepted;
-  auto l = listen(**loop, "rdma://" + addr + ":0?max_pending=2&connect_timeout_ms=1500",
+  auto l = listen(**loop, "rdma://" + addr + ":0?max_handshakes=2&connect_timeout_ms=1500",
                   [&](std::unique_ptr<Connection> c) { accepted.push_back(std::move(c)); });
   ASSERT_TRUE(l.ok()) << l.status().to_string();
   auto ep = Endpoint::parse((*l)->url());

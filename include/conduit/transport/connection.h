@@ -30,6 +30,8 @@
 #include <vector>
 
 #include "conduit/base/status.h"
+#include "conduit/memory/buffer.h"
+#include "conduit/memory/pool.h"
 #include "conduit/reactor/event_loop.h"
 #include "conduit/transport/endpoint.h"
 #include "conduit/transport/options.h"
@@ -59,6 +61,13 @@ struct ConnStats {
   uint64_t write_would_block = 0;
   uint64_t wakeups = 0;             // shm: times the peer had to be woken (eventfd writes);
                                     // rdma: completion events this side woke up for
+  // Memory this connection holds outside the process heap for as long as it is open, which
+  // neither malloc's counters nor (until touched) RSS show: shm the shared region (both
+  // rings and the header page, on each side), rdma the registered buffers.  0 for tcp
+  // (socket buffers are the kernel's).  Fixed once the connection is established, so an
+  // application may read it once on accept to account for it (conduit-kv adds it to
+  // used_memory and counts it against maxmemory).
+  uint64_t pinned_bytes = 0;
 };
 
 class Connection {
@@ -73,6 +82,40 @@ class Connection {
   virtual Result<size_t> read(std::span<uint8_t> buf) = 0;
   virtual Result<size_t> write(std::span<const uint8_t> data) = 0;
   virtual Result<size_t> writev(std::span<const iovec> iov) = 0;
+
+  // --- in-place and owned-buffer I/O (zero copy where the transport can) ---------------
+  // Every transport offers these; the base class implements them by copying through
+  // read/write, and tcp/shm/rdma override them (docs/TRANSPORTS.md says what each copies).
+  // They mix freely with read/write: bytes stay in order.
+  //
+  // reserve(min, max) -> writable space of at least `min` and at most `max` bytes where the
+  //   caller builds the next bytes in place (shm: in the ring; rdma: in the registered
+  //   staging area the NIC sends from); kWouldBlock when `min` bytes cannot be offered now.
+  //   The span is valid until commit() or the next I/O call on this connection.
+  //   commit(n) sends the first n <= span.size() bytes; all of them are accepted.
+  // peek() -> the next readable bytes in place (contiguous, possibly fewer than are
+  //   available; empty span = end of stream; kWouldBlock = nothing yet).  Valid until
+  //   consume() or the next I/O call; consume(n) (n <= span size) releases them.
+  // write_owned(chain) -> hands the front of `chain` to the transport and returns how many
+  //   bytes it took (consumed from the chain), or kWouldBlock (chain untouched).  Taken
+  //   slices are kept until their data is on the wire (rdma: until the completion) and then
+  //   released: do not write into them after handing them over.  Slices from this
+  //   connection's pool() go from where they lie (rdma: RDMA WRITE straight from them);
+  //   other memory is copied.
+  // read_owned(out, max) -> appends up to `max` readable bytes to `out` as slices and
+  //   returns the count; 0 = end of stream.  The slices may be views of the transport's
+  //   receive area (shm, rdma): that space returns to the writer only when they are
+  //   released, so keep them briefly (a connection holding more than its `hold_bytes`
+  //   would-blocks further owned reads until some are released).
+  // pool() -> the registered pool whose slices this connection sends without a copy (the
+  //   rdma transport's arena for this loop and device); null if there is none.
+  virtual Result<std::span<uint8_t>> reserve(size_t min, size_t max);
+  virtual Status commit(size_t n);
+  virtual Result<std::span<const uint8_t>> peek();
+  virtual Status consume(size_t n);
+  virtual Result<size_t> write_owned(memory::Chain& chain);
+  virtual Result<size_t> read_owned(memory::Chain& out, size_t max);
+  virtual memory::BlockPool* pool() const { return nullptr; }
 
   // Null uninstalls.
   virtual void set_read_handler(Handler h) = 0;
@@ -96,7 +139,55 @@ class Connection {
 
   // "tcp 127.0.0.1:5000->127.0.0.1:6379 connected"
   std::string describe() const;
+
+ protected:
+  // The copying fallback behind the base class' reserve/commit and peek/consume: a staging
+  // buffer each way.  A transport that relies on it (instead of overriding those calls)
+  // must keep bytes in order by calling flush_staged_out() before it writes anything else
+  // (kWouldBlock while staged bytes remain; it should then watch for writability itself and
+  // flush when it comes) and by serving read() from take_staged_in() first.  tcp does.
+  struct CopyState {
+    std::vector<uint8_t> out;  // reserve()'s space, then committed bytes the transport has not taken
+    size_t out_begin = 0, out_end = 0;  // committed, unsent: [out_begin, out_end)
+    std::vector<uint8_t> in;            // peek()'s bytes
+    size_t in_begin = 0, in_end = 0;
+  };
+  // Both say false while the base class itself is moving staged bytes through the
+  // transport's writev/read.
+  bool has_staged_out() const { return !staging_io_ && copy_ && copy_->out_end != copy_->out_begin; }
+  bool has_staged_in() const { return !staging_io_ && copy_ && copy_->in_end != copy_->in_begin; }
+  // Writes staged bytes with writev(); OK once none remain, kWouldBlock if some do.
+  Status flush_staged_out();
+  // Moves up to buf.size() staged input bytes into buf; returns the count (0 if none).
+  size_t take_staged_in(std::span<uint8_t> buf);
+  std::unique_ptr<CopyState> copy_;
+  bool staging_io_ = false;
 };
+
+// Handshakes in progress: inbound connections a listener has taken from the kernel but not
+// yet handed to its AcceptCallback.  A transport with a setup exchange spends descriptors
+// and memory on each of them before the application sees it (shm: a socket and its hello;
+// rdma: a QP and registered buffers per connect request), so a server must be able to see
+// and bound them.  Every such transport bounds them with a listener option (shm and rdma:
+// `max_handshakes`) and asks the admission callback before it starts one.  tcp has no
+// handshake: it reports zeros and never asks.
+struct ListenerStats {
+  uint64_t handshakes = 0;       // in progress now (never above the transport's max_handshakes)
+  uint64_t handshake_bytes = 0;  // memory those pin outside the heap (see ConnStats::pinned_bytes)
+  uint64_t refused = 0;          // inbound connections turned away before their handshake:
+                                 // peer not allowed, or the admission callback said no
+  uint64_t failed = 0;           // handshakes that failed or timed out
+};
+
+// Asked by a listener on its loop thread for each inbound connection, before it spends
+// anything on it (no memory, no descriptor beyond the accepted socket, no QP).  True admits
+// the connection to its handshake; false refuses it at once: the peer's connect fails with
+// kResourceExhausted ("server out of resources"; shm: a reject hello, rdma: rdma_reject),
+// and the refusal is counted in ListenerStats::refused.  Must not close or destroy the
+// listener.  An application that limits its clients counts handshakes in progress
+// (stats().handshakes of each listener) against the same limit here, so that clients plus
+// handshakes never exceed it.
+using AdmitCallback = std::function<bool()>;
 
 class Listener {
  public:
@@ -104,6 +195,17 @@ class Listener {
   // The bound endpoint as a URL a client can connect to (port 0 resolved).
   virtual std::string url() const = 0;
   virtual void close() = 0;
+
+  // Handshakes in progress and what they cost.  Any thread: each field is read with one
+  // relaxed atomic load (a snapshot, possibly a moment old); O(1).  The base version is for
+  // transports without a handshake (tcp): all zeros.  After close(), handshakes is 0.
+  virtual ListenerStats stats() const { return {}; }
+  // Installs the admission check (null removes it: every connection is admitted, up to the
+  // transport's own bound).  Loop thread.  The base version ignores it: a transport
+  // without a handshake hands each connection straight to the AcceptCallback, which is the
+  // application's admission point there.  A transport with a handshake must override
+  // both this and stats().
+  virtual void set_admission(AdmitCallback admit) { (void)admit; }
 };
 
 // Called on the loop thread for each fully established inbound connection; the callee

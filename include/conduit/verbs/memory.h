@@ -24,6 +24,7 @@ enum class Access : int {
   kRemoteWrite = IBV_ACCESS_REMOTE_WRITE,  // implies kLocalWrite (added automatically)
   kRemoteRead = IBV_ACCESS_REMOTE_READ,
   kRemoteAtomic = IBV_ACCESS_REMOTE_ATOMIC,  // implies kLocalWrite (added automatically)
+  kMwBind = IBV_ACCESS_MW_BIND,              // memory windows may be bound over the region
 };
 constexpr Access operator|(Access a, Access b) {
   return static_cast<Access>(static_cast<int>(a) | static_cast<int>(b));
@@ -79,6 +80,42 @@ class MemoryRegion {
   std::shared_ptr<ProtectionDomain> pd_;
   ibv_mr* mr_;
   Access access_;
+};
+
+// A type-2 memory window: remote access to a range of a region, granted to exactly one QP
+// (the one the bind is posted on) and revocable by a local invalidate posted on that QP.
+// The region itself may be registered without any remote access (kLocalWrite | kMwBind):
+// then the window's rkey is the only key that opens it, and only from its QP.  This is how
+// memory shared by many connections (one registered arena) is scoped to each peer.
+//
+// Binds and invalidates are send-queue work requests (SendWr::bind_mw / local_invalidate);
+// a window is bound to at most one range at a time.  Each bind must use a new rkey
+// (next_rkey(): the same index, the low key byte advanced, as ibv_inc_rkey does), so a
+// peer holding an older rkey is refused.  Not thread-safe; keeps its PD alive.
+class MemoryWindow {
+ public:
+  static Result<std::unique_ptr<MemoryWindow>> create(std::shared_ptr<ProtectionDomain> pd);
+  ~MemoryWindow();
+  MemoryWindow(const MemoryWindow&) = delete;
+  MemoryWindow& operator=(const MemoryWindow&) = delete;
+
+  ibv_mw* native_handle() const { return mw_; }
+  // The rkey of the last bind (or the allocation's, before any bind).
+  uint32_t rkey() const { return rkey_; }
+  // The rkey the next bind should carry; record it with bound() once that bind was posted.
+  uint32_t next_rkey() const { return ibv_inc_rkey(rkey_); }
+  // Also updates ibv_mw::rkey: providers identify the window of a bind WR by it (rxe
+  // refuses a bind that names a stale key with "memory management operation error").
+  void bound(uint32_t rkey) {
+    rkey_ = rkey;
+    mw_->rkey = rkey;
+  }
+
+ private:
+  MemoryWindow(std::shared_ptr<ProtectionDomain> pd, ibv_mw* mw) : pd_(std::move(pd)), mw_(mw), rkey_(mw->rkey) {}
+  std::shared_ptr<ProtectionDomain> pd_;
+  ibv_mw* mw_;
+  uint32_t rkey_;
 };
 
 // Page-aligned memory plus its registration, for tools and tests that just need "a

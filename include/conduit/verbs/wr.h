@@ -63,6 +63,25 @@ class SendWr {
     return w;
   }
 
+  // Binds type-2 window `mw` over [addr, addr + len) of the region `mr` with remote
+  // `access` (IBV_ACCESS_REMOTE_*), under the new `rkey` (MemoryWindow::next_rkey()).
+  static SendWr bind_mw(ibv_mw* mw, uint32_t rkey, ibv_mr* mr, uint64_t addr, uint64_t len, int access) {
+    SendWr w(IBV_WR_BIND_MW, nullptr, 0);
+    w.wr_.bind_mw.mw = mw;
+    w.wr_.bind_mw.rkey = rkey;
+    w.wr_.bind_mw.bind_info.mr = mr;
+    w.wr_.bind_mw.bind_info.addr = addr;
+    w.wr_.bind_mw.bind_info.length = len;
+    w.wr_.bind_mw.bind_info.mw_access_flags = static_cast<unsigned>(access);
+    return w;
+  }
+  // Invalidates `rkey` (a window bound through this QP): remote accesses with it fail.
+  static SendWr local_invalidate(uint32_t rkey) {
+    SendWr w(IBV_WR_LOCAL_INV, nullptr, 0);
+    w.wr_.invalidate_rkey = rkey;
+    return w;
+  }
+
   SendWr& id(uint64_t wr_id) { wr_.wr_id = wr_id; return *this; }
   SendWr& signaled(bool on = true) { return flag(IBV_SEND_SIGNALED, on); }
   // Data is copied into the WQE at post time: the buffer is free as soon as post returns

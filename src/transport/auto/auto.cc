@@ -1,12 +1,13 @@
 #include "auto.h"
 
 #include <mutex>
+#include <utility>
 
 #include "conduit/base/clock.h"
 #include "conduit/base/log.h"
-#include "conduit/transport/options.h"
 #include "conduit/verbs/device.h"
 #include "fallback_schedule.h"
+#include "option_table.h"
 
 namespace conduit::transport {
 namespace {
@@ -27,30 +28,38 @@ FallbackSchedule& schedule() {
 }
 
 // auto's own options (tcp.* and rdma.* go to the inner transports untouched).
-constexpr OptionRow<AutoOptions> kAutoRows[] = {
-    {"rdma_timeout_ms", &AutoOptions::rdma_timeout_ms, OptKind::kMillis, 1, 600000,
-     "how long the RDMA attempt may take before falling back"},
-    {"rdma_retry_ms", &AutoOptions::rdma_retry_ms, OptKind::kMillis, 0, 86400000,
-     "after a fallback, new connections to that host:port start on TCP without trying RDMA for this long, then "
-     "try it again; 0 = try RDMA on every connect"},
-    {"rdma_retry_max_ms", &AutoOptions::rdma_retry_max_ms, OptKind::kMillis, 1, 86400000,
-     "each consecutive fallback doubles that wait, up to this; an RDMA success forgets it"},
+using AutoRow = OptionRow<AutoOptions>;
+constexpr AutoRow kAutoRows[] = {
+    AutoRow::number_row("rdma_timeout_ms", "2000", 1, 600000, &AutoOptions::rdma_timeout_ms,
+                        "how long the RDMA attempt may take before falling back")
+        .client(),
+    AutoRow::number_row("rdma_retry_ms", "0", 0, 86400000, &AutoOptions::rdma_retry_ms,
+                        "after a fallback, new connections to that host:port start on TCP without trying RDMA for "
+                        "this long, then try it again; 0 = try RDMA on every connect")
+        .client(),
+    AutoRow::number_row("rdma_retry_max_ms", "60000", 1, 86400000, &AutoOptions::rdma_retry_max_ms,
+                        "each consecutive fallback doubles that wait, up to this; an RDMA success forgets it")
+        .client(),
 };
 
 Result<AutoOptions> parse_options(const Endpoint& ep) {
-  AutoOptions o;
   Endpoint own = ep;  // auto's own keys only, for the table
   own.options.clear();
+  std::map<std::string, std::string> tcp, rdma;
   for (const auto& [k, v] : ep.options) {
     if (k.rfind("tcp.", 0) == 0)
-      o.tcp[k.substr(4)] = v;
+      tcp[k.substr(4)] = v;
     else if (k.rfind("rdma.", 0) == 0)
-      o.rdma[k.substr(5)] = v;
+      rdma[k.substr(5)] = v;
     else
       own.options[k] = v;
   }
-  if (Status s = parse_option_table(own, std::span(kAutoRows), o); !s.ok())
-    return Status(s.code(), "auto: " + std::string(s.message()) + " (inner transports' options take a tcp. or rdma. prefix)");
+  auto o = parse_option_table<AutoOptions>(kAutoRows, own);
+  if (!o.ok())
+    return Status(o.status().code(),
+                  std::string(o.status().message()) + " (inner transports' options take a tcp. or rdma. prefix)");
+  o->tcp = std::move(tcp);
+  o->rdma = std::move(rdma);
   return o;
 }
 
@@ -112,6 +121,13 @@ class AutoConnection final : public Connection {
   Result<size_t> read(std::span<uint8_t> b) override { return inner_->read(b); }
   Result<size_t> write(std::span<const uint8_t> d) override { return inner_->write(d); }
   Result<size_t> writev(std::span<const iovec> v) override { return inner_->writev(v); }
+  Result<std::span<uint8_t>> reserve(size_t min, size_t max) override { return inner_->reserve(min, max); }
+  Status commit(size_t n) override { return inner_->commit(n); }
+  Result<std::span<const uint8_t>> peek() override { return inner_->peek(); }
+  Status consume(size_t n) override { return inner_->consume(n); }
+  Result<size_t> write_owned(memory::Chain& c) override { return inner_->write_owned(c); }
+  Result<size_t> read_owned(memory::Chain& out, size_t max) override { return inner_->read_owned(out, max); }
+  memory::BlockPool* pool() const override { return inner_ ? inner_->pool() : nullptr; }
   // Handlers are kept here too, so a fallback connection gets them as well.
   void set_read_handler(Handler h) override {
     read_handler_ = std::move(h);
@@ -203,6 +219,22 @@ class AutoListener final : public Listener {
     if (tcp_) tcp_->close();
     if (rdma_) rdma_->close();
   }
+  // Both inner listeners' handshakes (tcp has none) and one admission check for both.
+  ListenerStats stats() const override {
+    ListenerStats s = tcp_->stats();
+    if (rdma_) {
+      const ListenerStats r = rdma_->stats();
+      s.handshakes += r.handshakes;
+      s.handshake_bytes += r.handshake_bytes;
+      s.refused += r.refused;
+      s.failed += r.failed;
+    }
+    return s;
+  }
+  void set_admission(AdmitCallback admit) override {
+    if (rdma_) rdma_->set_admission(admit);
+    tcp_->set_admission(std::move(admit));
+  }
   bool serves_rdma() const { return rdma_ != nullptr; }
 
   std::unique_ptr<Listener> tcp_, rdma_;
@@ -212,7 +244,7 @@ class AutoListener final : public Listener {
 class AutoTransport final : public Transport {
  public:
   std::string_view scheme() const override { return "auto"; }
-  std::vector<OptionDoc> options() const override { return document_option_table(std::span(kAutoRows)); }
+  std::vector<OptionDoc> options() const override { return document_option_table<AutoOptions>(kAutoRows); }
 
   Result<std::unique_ptr<Listener>> listen(EventLoop& loop, const Endpoint& ep, AcceptCallback on_accept) override {
     CONDUIT_ASSIGN_OR_RETURN(AutoOptions o, parse_options(ep));

@@ -127,12 +127,13 @@ Result<std::unique_ptr<RdmaConnection>> RdmaConnection::start_accept(LoopContext
 // The retry budget (URL options) and then rdma_connect / rdma_accept.
 Status RdmaConnection::cm_connect_params(bool accept) {
   CmId& id = *res_->id;
-  CONDUIT_RETURN_IF_ERROR(id.set_ack_timeout(options_.timeout));
-  if (!accept) return id.connect({}, 1, 1, options_.rnr_retry, options_.retry_cnt);
+  CONDUIT_RETURN_IF_ERROR(id.set_ack_timeout(static_cast<uint8_t>(options_.timeout)));
+  const auto rnr = static_cast<uint8_t>(options_.rnr_retry), retry = static_cast<uint8_t>(options_.retry_cnt);
+  if (!accept) return id.connect({}, 1, 1, rnr, retry);
   // Never more outstanding READs than the requester said it can take.
   const uint8_t initiator = std::min<uint8_t>(1, peer_responder_resources_);
   const uint8_t responder = std::min<uint8_t>(1, peer_initiator_depth_);
-  return id.accept({}, initiator, responder, options_.rnr_retry, options_.retry_cnt);
+  return id.accept({}, initiator, responder, rnr, retry);
 }
 
 Status RdmaConnection::setup_resources() {
@@ -145,7 +146,7 @@ Status RdmaConnection::setup_resources() {
   }
   CONDUIT_ASSIGN_OR_RETURN(r.pd, ctx_->pd_for(*r.id));
   if (options_.srq) {
-    CONDUIT_ASSIGN_OR_RETURN(r.srq, ctx_->srq_for(r.pd, options_.srq_depth));
+    CONDUIT_ASSIGN_OR_RETURN(r.srq, ctx_->srq_for(r.pd, static_cast<uint32_t>(options_.srq_depth)));
   }
   std::shared_ptr<Context> dev = r.pd->context();
   CONDUIT_ASSIGN_OR_RETURN(r.channel, CompletionChannel::create(dev));
@@ -153,11 +154,11 @@ Status RdmaConnection::setup_resources() {
   const int cqe = static_cast<int>(options_.send_depth + ctrl_recv_slots()) + 16;
   CONDUIT_ASSIGN_OR_RETURN(r.cq, CompletionQueue::create(dev, cqe, r.channel));
   QpOptions qo;
-  qo.max_send_wr = options_.send_depth;
-  qo.max_recv_wr = options_.recv_depth;
+  qo.max_send_wr = static_cast<uint32_t>(options_.send_depth);
+  qo.max_recv_wr = static_cast<uint32_t>(options_.recv_depth);
   qo.max_send_sge = 1;
   qo.max_recv_sge = 1;
-  qo.max_inline_data = options_.inline_bytes;
+  qo.max_inline_data = static_cast<uint32_t>(options_.inline_bytes);
   CONDUIT_ASSIGN_OR_RETURN(QueuePair * qp, r.id->create_qp(r.pd, r.cq, r.srq ? r.srq->cq() : r.cq, qo,
                                                            r.srq ? r.srq->srq() : nullptr));
   r.qpn = qp->qp_num();
@@ -167,15 +168,36 @@ Status RdmaConnection::setup_resources() {
   }
   // Never trust the provider to refuse overruns (rxe keeps spare slots): the tracker
   // enforces the depth it granted, signalling at least every quarter of it.
-  const uint32_t depth = std::min(options_.send_depth, qp->options().max_send_wr);
+  const uint32_t depth = std::min(static_cast<uint32_t>(options_.send_depth), qp->options().max_send_wr);
   r.tracker = std::make_unique<SignalTracker>(depth, std::max(1u, depth / 4));
 
+  // Memory from the loop's arena: in steady state nothing here registers anything.
+  arena_ = ctx_->arena_for(*r.pd);
+  if (arena_ == nullptr) return Status(Code::kInternal, "rdma: no arena for the protection domain");
+  scope_ = options_.scope == "mw"        ? Scope::kMw
+           : options_.scope == "private" ? Scope::kPrivate
+           : options_.scope == "shared"  ? Scope::kShared
+           : arena_->has_mw              ? Scope::kMw
+                                         : Scope::kPrivate;
   const size_t ctrl_bytes = static_cast<size_t>(ctrl_recv_slots() + kCtrlSendSlots) * kCtrlSize;
-  CONDUIT_ASSIGN_OR_RETURN(auto ctrl, RegisteredBuffer::create(r.pd, ctrl_bytes, kLocalOnly));
-  r.ctrl = std::make_unique<RegisteredBuffer>(std::move(ctrl));
-  CONDUIT_ASSIGN_OR_RETURN(auto rx, RegisteredBuffer::create(r.pd, options_.rx_buffer,
-                                                             Access::kLocalWrite | Access::kRemoteWrite));
-  r.rx = std::make_unique<RegisteredBuffer>(std::move(rx));
+  auto ctrl = arena_->pool->allocate(ctrl_bytes);
+  if (!ctrl.ok()) return ctrl.status().annotate("rdma: control slots from the arena");
+  r.ctrl = std::move(*ctrl);
+  if (scope_ == Scope::kPrivate) {
+    CONDUIT_ASSIGN_OR_RETURN(auto rx, RegisteredBuffer::create(r.pd, options_.rx_buffer,
+                                                               Access::kLocalWrite | Access::kRemoteWrite));
+    r.rx_private = std::make_unique<RegisteredBuffer>(std::move(rx));
+    r.rx = memory::Slice::foreign(r.rx_private->data(), r.rx_private->size(), nullptr);
+    r.rx_rkey = r.rx_private->mr().rkey();
+  } else {
+    CONDUIT_ASSIGN_OR_RETURN(r.rx, arena_->allocate_rx(scope_, options_.rx_buffer));
+    if (scope_ == Scope::kMw) {
+      CONDUIT_ASSIGN_OR_RETURN(r.mw, MemoryWindow::create(r.pd));
+    } else {
+      r.rx_rkey = r.rx.keys(Arena::kDomain).rkey;
+    }
+  }
+  stats_.pinned_bytes = r.ctrl.capacity() + r.rx.capacity();  // + the staging mirror once the peer's size is known
   for (uint32_t i = 0; i < ctrl_recv_slots(); ++i) CONDUIT_RETURN_IF_ERROR(post_recv_slot(i));
   for (uint32_t i = 0; i < kCtrlSendSlots; ++i) free_ctrl_slots_.push_back(kCtrlSendSlots - 1 - i);
   CONDUIT_RETURN_IF_ERROR(arm_cq());
@@ -325,7 +347,8 @@ void RdmaConnection::established() {
   local_ = res_->id->local_address().to_string();
   peer_ = res_->id->peer_address().to_string();
   last_rx_ns_ = monotonic_ns();
-  Status s = register_rx();
+  Status s = scope_ == Scope::kMw ? bind_rx_window() : Status();
+  if (s.ok()) s = register_rx();
   // A client asks for the server's features; a Valkey server answers 0.  The server side
   // never starts negotiation (Valkey clients may not send anything but RegisterXferMemory).
   if (s.ok() && client_side_ && options_.feature_mask != 0)
@@ -381,7 +404,7 @@ void RdmaConnection::check_keepalive() {
 
 Status RdmaConnection::post_recv_slot(uint32_t slot) {
   if (res_->srq) return {};  // the pool re-posts the slot once the completion has been handled
-  ibv_sge sge = res_->ctrl->sge(static_cast<size_t>(slot) * kCtrlSize, kCtrlSize);
+  ibv_sge sge = sge_of(res_->ctrl, static_cast<size_t>(slot) * kCtrlSize, kCtrlSize);
   RecvWr wr = RecvWr::make(&sge, 1, make_wr_id(kWrRecv, slot));
   return qp()->post_recv(wr);
 }
@@ -391,8 +414,8 @@ Status RdmaConnection::send_ctrl(const CtrlMsg& m) {
   if (free_ctrl_slots_.empty() || !t.can_post(1)) return Status(Code::kResourceExhausted, "rdma: control send queue full");
   const uint32_t slot = free_ctrl_slots_.back();
   const size_t offset = static_cast<size_t>(ctrl_recv_slots() + slot) * kCtrlSize;
-  m.encode(*reinterpret_cast<uint8_t(*)[kCtrlSize]>(res_->ctrl->data() + offset));
-  ibv_sge sge = res_->ctrl->sge(offset, kCtrlSize);
+  m.encode(*reinterpret_cast<uint8_t(*)[kCtrlSize]>(res_->ctrl.writable_data() + offset));
+  ibv_sge sge = sge_of(res_->ctrl, offset, kCtrlSize);
   // Control sends are always signaled (their completion frees the slot) and solicited (a
   // peer that negotiated kFeatureSolicited wakes for them; others ignore the bit).
   SendWr wr = SendWr::send(&sge, 1).id(make_wr_id(kWrCtrlSend, slot)).signaled().solicited();
@@ -402,10 +425,32 @@ Status RdmaConnection::send_ctrl(const CtrlMsg& m) {
   return {};
 }
 
+// scope=mw: binds the connection's window over its whole receive area (the area's own
+// region), remote write only, to this QP; the bind precedes the RegisterXferMemory that
+// carries its key on the same send queue, so the peer can never use the key before it holds.
+Status RdmaConnection::bind_rx_window() {
+  QpResources& r = *res_;
+  MemoryRegion* mr = arena_->rx_mw_registrar->find(r.rx.keys(Arena::kDomain).lkey);
+  if (mr == nullptr) return Status(Code::kInternal, "rdma: receive area has no region to bind a window over");
+  SignalTracker& t = *r.tracker;
+  if (!t.can_post(1)) return Status(Code::kResourceExhausted, "rdma: send queue full at setup");
+  const uint32_t rkey = r.mw->next_rkey();
+  SendWr wr = SendWr::bind_mw(r.mw->native_handle(), rkey, mr->native_handle(), mr->addr(), mr->size(),
+                              IBV_ACCESS_REMOTE_WRITE)
+                  .id(make_wr_id(kWrBind, 0))
+                  .signaled();
+  CONDUIT_RETURN_IF_ERROR(qp()->post_send(wr));
+  t.on_posted(true);
+  r.mw->bound(rkey);
+  r.rx_rkey = rkey;
+  return {};
+}
+
 Status RdmaConnection::register_rx() {
-  const RegisteredBuffer& rx = *res_->rx;
-  CONDUIT_RETURN_IF_ERROR(send_ctrl(CtrlMsg::register_xfer(rx.mr().addr(), static_cast<uint32_t>(rx.size()), rx.mr().rkey())));
-  rx_ = ConsumerCursor(RingGeometry(rx.size()));  // only once the message is on its way
+  const memory::Slice& rx = res_->rx;
+  const uint32_t len = static_cast<uint32_t>(options_.rx_buffer);
+  CONDUIT_RETURN_IF_ERROR(send_ctrl(CtrlMsg::register_xfer(rx.address(), len, res_->rx_rkey)));
+  rx_ = ConsumerCursor(RingGeometry(len));  // only once the message is on its way
   return {};
 }
 
@@ -440,10 +485,16 @@ Status RdmaConnection::handle_ctrl(const CtrlMsg& m) {
     case Opcode::kRegisterXferMemory: {
       if (tx_known_ && tx_unposted())
         return Status(Code::kProtocolError, "rdma: peer re-registered its buffer before receiving all data");
-      if (!res_->tx || res_->tx->size() != m.length) {
-        res_->tx.reset();
-        CONDUIT_ASSIGN_OR_RETURN(auto buf, RegisteredBuffer::create(res_->pd, m.length, kLocalOnly));
-        res_->tx = std::make_unique<RegisteredBuffer>(std::move(buf));
+      if (res_->tx.capacity() < m.length) {
+        res_->tx = memory::Slice();
+        auto tx = arena_->pool->allocate(m.length);
+        if (!tx.ok())
+          return tx.status().would_block()
+                     ? Status(Code::kResourceExhausted, "rdma: the arena has no room for a " +
+                                                            std::to_string(m.length) + "-byte staging area")
+                     : tx.status();
+        res_->tx = std::move(*tx);
+        stats_.pinned_bytes = res_->ctrl.capacity() + res_->rx.capacity() + res_->tx.capacity();
       }
       tx_known_ = true;
       tx_addr_ = m.addr;
@@ -530,6 +581,7 @@ Status RdmaConnection::handle_completion(const Completion& wc) {
       if (credit_blocked_) return_space();
       return {};
     case kWrData:
+    case kWrBind:
       res_->tracker->on_signaled_completion();
       if (credit_blocked_) return_space();
       return {};

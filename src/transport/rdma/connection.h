@@ -66,6 +66,7 @@ class RdmaConnection final : public Connection, public reactor::FdHandler, publi
   Caps caps() const override;
   const ConnStats& stats() const override { return stats_; }
   reactor::EventLoop& loop() const override { return ctx_->loop(); }
+  memory::BlockPool* pool() const override { return arena_ ? arena_->pool.get() : nullptr; }
 
   // FdHandler: the completion channel.
   void on_events(uint32_t events) override;
@@ -115,9 +116,9 @@ class RdmaConnection final : public Connection, public reactor::FdHandler, publi
 
   Status setup_resources();
   // Receive slots in ctrl (0 with an SRQ: ctrl then holds only send slots).
-  uint32_t ctrl_recv_slots() const { return res_->srq ? 0 : options_.recv_depth; }
+  uint32_t ctrl_recv_slots() const { return res_->srq ? 0 : static_cast<uint32_t>(options_.recv_depth); }
   const uint8_t* recv_slot_data(uint32_t slot) const {
-    return res_->srq ? res_->srq->slot_data(slot) : res_->ctrl->data() + static_cast<size_t>(slot) * kCtrlSize;
+    return res_->srq ? res_->srq->slot_data(slot) : res_->ctrl.data() + static_cast<size_t>(slot) * kCtrlSize;
   }
   Status post_recv_slot(uint32_t slot);
   Status send_ctrl(const CtrlMsg& m);
@@ -132,6 +133,7 @@ class RdmaConnection final : public Connection, public reactor::FdHandler, publi
   Status handle_ctrl(const CtrlMsg& m);
   void on_features();
   Status register_rx();
+  Status bind_rx_window();
   Status cm_connect_params(bool accept);
   void established();
   void open();
@@ -158,6 +160,8 @@ class RdmaConnection final : public Connection, public reactor::FdHandler, publi
   uint8_t peer_responder_resources_ = 1;
 
   std::unique_ptr<QpResources> res_;
+  Arena* arena_ = nullptr;  // the loop context's, for this connection's PD
+  Scope scope_ = Scope::kMw;
   bool channel_watched_ = false;
   std::vector<uint32_t> free_ctrl_slots_;
 

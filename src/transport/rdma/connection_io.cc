@@ -47,7 +47,7 @@ bool RdmaConnection::busy_poll() {
 
 Status RdmaConnection::post_data(Extent e, bool solicit) {
   const uint32_t len = static_cast<uint32_t>(e.len);
-  ibv_sge sge = res_->tx->sge(e.offset, len);
+  ibv_sge sge = sge_of(res_->tx, e.offset, len);
   SignalTracker& t = *res_->tracker;
   const bool signal = t.must_signal();
   SendWr wr = SendWr::write_imm(len != 0 ? &sge : nullptr, len != 0 ? 1 : 0, tx_addr_ + e.offset, tx_rkey_, len)
@@ -114,7 +114,7 @@ Result<size_t> RdmaConnection::writev(std::span<const iovec> iov) {
     size_t left = v.iov_len;
     while (left != 0 && tx_.free_space() != 0) {  // an empty iovec may carry a null base
       const Extent e = tx_.writable(left).first;   // contiguous; wraps on the next round
-      std::memcpy(res_->tx->data() + e.offset, src, e.len);
+      std::memcpy(res_->tx.writable_data() + e.offset, src, e.len);
       tx_.produce(e.len);
       src += e.len;
       left -= e.len;
@@ -162,7 +162,7 @@ Result<size_t> RdmaConnection::read(std::span<uint8_t> buf) {
     return Status::WouldBlock();
   }
   const Extents e = rx_.readable(buf.size());
-  const uint8_t* rx = res_->rx->data();
+  const uint8_t* rx = res_->rx.data();
   std::memcpy(buf.data(), rx + e.first.offset, e.first.len);
   if (e.second.len != 0) std::memcpy(buf.data() + e.first.len, rx, e.second.len);
   const size_t n = e.total();

@@ -1,5 +1,6 @@
 // RdmaListener (rdma_cm listen, bounded handshakes in progress) and the rdma:// Transport.
 #include <algorithm>
+#include <atomic>
 
 #include "conduit/base/log.h"
 #include "connection.h"
@@ -33,6 +34,7 @@ class RdmaListener final : public Listener, public CmSink {
   std::string url() const override { return id_ ? "rdma://" + id_->local_address().to_string() : "rdma://closed"; }
   void close() override {
     accepting_.clear();
+    publish();
     if (id_) id_->set_user_data(nullptr);
     id_.reset();
   }
@@ -41,17 +43,22 @@ class RdmaListener final : public Listener, public CmSink {
     if (ev.type != RDMA_CM_EVENT_CONNECT_REQUEST || !ev.new_id) return;
     const std::string peer = ev.new_id->peer_address().to_string();
     // Every accepted request costs a QP and registered memory before its handshake ends:
-    // beyond max_pending, refuse at once (the client sees REJECTED) rather than let a
+    // beyond max_handshakes, refuse at once (the client sees REJECTED) rather than let a
     // storm of half-open requests pin memory.
-    if (accepting_.size() >= options_.max_pending) {
-      ++refused_;
-      CONDUIT_LOG(kWarn) << "rdma: refusing connection from " << peer << ": " << accepting_.size()
-                         << " handshakes in progress (max_pending=" << options_.max_pending << ")";
+    const bool full = accepting_.size() >= options_.max_handshakes;
+    if (full || (admit_ && !admit_())) {
+      refused_.fetch_add(1, std::memory_order_relaxed);
+      if (full)
+        CONDUIT_LOG(kWarn) << "rdma: refusing connection from " << peer << ": " << accepting_.size()
+                           << " handshakes in progress (max_handshakes=" << options_.max_handshakes << ")";
+      else
+        CONDUIT_LOG(kDebug) << "rdma: connection from " << peer << " not admitted";
       (void)ev.new_id->reject();
       return;
     }
     auto conn = RdmaConnection::start_accept(ctx_, ev, options_);
     if (!conn.ok()) {
+      failed_.fetch_add(1, std::memory_order_relaxed);
       CONDUIT_LOG(kWarn) << "rdma accept from " << peer << ": " << conn.status().to_string();
       return;  // the id was destroyed with the failed connection: the peer sees a reject
     }
@@ -61,7 +68,9 @@ class RdmaListener final : public Listener, public CmSink {
       if (it == accepting_.end()) return;
       std::unique_ptr<RdmaConnection> owned = std::move(*it);
       accepting_.erase(it);
+      publish();
       if (!s.ok()) {
+        failed_.fetch_add(1, std::memory_order_relaxed);
         CONDUIT_LOG(kDebug) << "rdma: inbound connection failed during setup: " << s.to_string();
         ctx_->loop().destroy_later(std::move(owned));
         return;
@@ -69,15 +78,35 @@ class RdmaListener final : public Listener, public CmSink {
       on_accept_(std::move(owned));
     };
     accepting_.push_back(std::move(conn).value());
+    publish();
   }
 
+  ListenerStats stats() const override {
+    ListenerStats st;
+    st.handshakes = handshakes_.load(std::memory_order_relaxed);
+    st.handshake_bytes = handshake_bytes_.load(std::memory_order_relaxed);
+    st.refused = refused_.load(std::memory_order_relaxed);
+    st.failed = failed_.load(std::memory_order_relaxed);
+    return st;
+  }
+  void set_admission(AdmitCallback admit) override { admit_ = std::move(admit); }
+
  private:
+  // Handshake counters for other threads (stats()): recomputed when the set changes.
+  void publish() {
+    uint64_t bytes = 0;
+    for (const auto& c : accepting_) bytes += c->stats().pinned_bytes;
+    handshakes_.store(accepting_.size(), std::memory_order_relaxed);
+    handshake_bytes_.store(bytes, std::memory_order_relaxed);
+  }
+
   LoopContext* ctx_;
   RdmaOptions options_;
   AcceptCallback on_accept_;
   std::unique_ptr<CmId> id_;
   std::vector<std::unique_ptr<RdmaConnection>> accepting_;  // handshakes in progress
-  uint64_t refused_ = 0;
+  AdmitCallback admit_;
+  std::atomic<uint64_t> handshakes_{0}, handshake_bytes_{0}, refused_{0}, failed_{0};
 };
 
 class RdmaTransport final : public Transport {

@@ -86,8 +86,15 @@ Result<std::shared_ptr<ProtectionDomain>> LoopContext::pd_for(CmId& id) {
   auto it = pds_.find(dev->native_handle());
   if (it != pds_.end()) return it->second;
   CONDUIT_ASSIGN_OR_RETURN(auto pd, ProtectionDomain::create(dev));
+  CONDUIT_ASSIGN_OR_RETURN(auto arena, Arena::create(pd));
+  arenas_.emplace(pd.get(), std::move(arena));
   pds_.emplace(dev->native_handle(), pd);
   return pd;
+}
+
+Arena* LoopContext::arena_for(const ProtectionDomain& pd) {
+  auto it = arenas_.find(&pd);
+  return it == arenas_.end() ? nullptr : it->second.get();
 }
 
 Result<std::shared_ptr<SrqPool>> LoopContext::srq_for(const std::shared_ptr<ProtectionDomain>& pd, uint32_t depth) {

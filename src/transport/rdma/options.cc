@@ -3,81 +3,110 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "option_table.h"
 #include "protocol.h"
 
 namespace conduit::transport::rdma {
 namespace {
 
 using O = RdmaOptions;
-using K = OptKind;
+using Row = OptionRow<O>;
 
-constexpr OptionRow<O> kRows[] = {
-    {"rx_buffer", &O::rx_buffer, K::kBytes, kMinRxBuffer, kMaxRxBuffer,
-     "receive buffer the peer writes into (registered, advertised by `RegisterXferMemory`)"},
-    {"send_depth", &O::send_depth, K::kNumber, 16, 16384,
-     "send queue entries; never overrun: data WRs are signaled at least every quarter"},
-    {"recv_depth", &O::recv_depth, K::kNumber, 16, 16384,
-     "32-byte receives pre-posted for control messages and immediates"},
-    {"inline", &O::inline_bytes, K::kBytes, 0, 1024, "runs up to this size are posted inline (the provider may grant less)"},
-    {"flush_bytes", &O::flush_bytes, K::kBytes, 1, kMaxRxBuffer,
-     "a run of written bytes this large is posted at once; smaller writes are batched until the loop is about to sleep"},
-    {"features", &O::features, K::kString, 0, 0,
-     "extensions to offer: `all`, `none` or a mask (bit 0 ring, bit 1 solicited; PROTOCOL.md); `none` behaves exactly "
-     "like a Valkey peer"},
-    {"credit_bytes", &O::credit_bytes, K::kBytes, 0, kMaxRxBuffer,
-     "ring mode: return space to the writer in steps of this many consumed bytes (0 = `rx_buffer`/4)", "`rx_buffer`/4"},
-    {"keepalive_ms", &O::keepalive_ms, K::kMillis, 0, 3'600'000, "send a Keepalive this often (0 = never)"},
-    {"keepalive_timeout_ms", &O::keepalive_timeout_ms, K::kMillis, 0, 3'600'000,
-     "drop a peer that sends keepalives (or negotiated extensions) and then goes silent this long (0 = never)"},
-    {"connect_timeout_ms", &O::connect_timeout_ms, K::kMillis, 1, 3'600'000,
-     "address/route resolution, connection and the peer's first `RegisterXferMemory`; on a listener, the bound on "
-     "each inbound handshake"},
-    {"linger_ms", &O::linger_ms, K::kMillis, 0, 3'600'000,
-     "`close()` with writes still on the wire waits this long for their acknowledgement"},
-    {"backlog", &O::backlog, K::kNumber, 1, 65535, "rdma_cm listen backlog"},
-    {"max_pending", &O::max_pending, K::kNumber, 1, 65535,
-     "listener: inbound handshakes in progress (each holds a QP and registered memory); further connect requests are "
-     "rejected at once"},
-    {"busy_poll_us", &O::busy_poll_us, K::kNumber, 0, 1'000'000,
-     "poll the CQ from the loop instead of sleeping, for this long after the last completion"},
-    {"device", &O::device, K::kString, 0, 0, "refuse connections whose route uses another device (e.g. `rxe0`)",
-     "any"},
-    {"srq", &O::srq, K::kBool, 0, 0,
-     "take receives from one shared receive queue per event loop and device instead of `recv_depth` per connection "
-     "(for servers with many connections; receiver-local, no wire change)"},
-    {"srq_depth", &O::srq_depth, K::kNumber, 16, 16384,
-     "receives in that shared queue (also bounded by the device's `max_srq_wr`)"},
-    {"retry_cnt", &O::retry_cnt, K::kNumber, 0, 7,
-     "transport retries of an unacknowledged packet before the QP fails with \"retry exceeded\" (bounds the detection "
-     "of a dead peer while data is in flight, with `timeout`)"},
-    {"rnr_retry", &O::rnr_retry, K::kNumber, 0, 7,
-     "receiver-not-ready retries; 7 = forever (a slow reader stalls the writer instead of failing it; keepalives "
-     "still bound dead-peer detection)"},
-    {"timeout", &O::timeout, K::kNumber, 1, 31,
-     "local ACK timeout exponent: 4.096 us * 2^timeout per try (17 = 537 ms, rdma_cm's own choice on RoCE; with "
-     "retry_cnt=7 a dead peer fails the QP after about 4 s of unacknowledged traffic)"},
+Status parse_features(std::string_view what, std::string_view text, O& o) {
+  o.features = std::string(text);
+  if (text == "all") {
+    o.feature_mask = kFeatureKnownMask;
+    return {};
+  }
+  if (text == "none") {
+    o.feature_mask = 0;
+    return {};
+  }
+  char* end = nullptr;
+  o.feature_mask = std::strtoull(o.features.c_str(), &end, 0);
+  if (o.features.empty() || *end != '\0')
+    return Status(Code::kInvalidArgument, std::string(what) + "='" + o.features + "': expected all, none or a number");
+  o.feature_mask &= kFeatureKnownMask;
+  return {};
+}
+
+Status parse_scope(std::string_view what, std::string_view text, O& o) {
+  if (text != "auto" && text != "mw" && text != "private" && text != "shared")
+    return Status(Code::kInvalidArgument, std::string(what) + "='" + std::string(text) +
+                                              "': expected auto, mw, private or shared");
+  o.scope = std::string(text);
+  return {};
+}
+
+Status parse_device(std::string_view, std::string_view text, O& o) {
+  o.device = std::string(text);
+  return {};
+}
+
+constexpr Row kRows[] = {
+    Row::bytes_row("rx_buffer", "1M", kMinRxBuffer, kMaxRxBuffer, &O::rx_buffer,
+                   "receive buffer the peer writes into (advertised by `RegisterXferMemory`)"),
+    Row::number_row("send_depth", "256", 16, 16384, &O::send_depth,
+                    "send queue entries; never overrun: data WRs are signaled at least every quarter"),
+    Row::number_row("recv_depth", "256", 16, 16384, &O::recv_depth,
+                    "32-byte receives pre-posted for control messages and immediates"),
+    Row::bytes_row("inline", "64", 0, 1024, &O::inline_bytes,
+                   "runs up to this size are posted inline (the provider may grant less)"),
+    Row::bytes_row("flush_bytes", "64K", 1, kMaxRxBuffer, &O::flush_bytes,
+                   "a run of written bytes this large is posted at once; smaller writes are batched until the loop "
+                   "is about to sleep"),
+    Row::custom_row("features", "all", parse_features, "`all`, `none`, mask",
+                    "extensions to offer: bit 0 ring, bit 1 solicited (PROTOCOL.md); `none` behaves exactly like a "
+                    "Valkey peer"),
+    Row::bytes_row("credit_bytes", "0", 0, kMaxRxBuffer, &O::credit_bytes,
+                   "ring mode: return space to the writer in steps of this many consumed bytes (0 = `rx_buffer`/4)")
+        .default_is("`rx_buffer`/4"),
+    Row::number_row("keepalive_ms", "3000", 0, 3'600'000, &O::keepalive_ms, "send a Keepalive this often (0 = never)"),
+    Row::number_row("keepalive_timeout_ms", "10000", 0, 3'600'000, &O::keepalive_timeout_ms,
+                    "drop a peer that sends keepalives (or negotiated extensions) and then goes silent this long "
+                    "(0 = never)"),
+    Row::number_row("connect_timeout_ms", "10000", 1, 3'600'000, &O::connect_timeout_ms,
+                    "address/route resolution, connection and the peer's first `RegisterXferMemory`; on a listener, "
+                    "the bound on each inbound handshake"),
+    Row::number_row("linger_ms", "5000", 0, 3'600'000, &O::linger_ms,
+                    "`close()` with writes still on the wire waits this long for their acknowledgement"),
+    Row::number_row("backlog", "1024", 1, 65535, &O::backlog, "rdma_cm listen backlog").listener(),
+    Row::number_row("max_handshakes", "1024", 1, 65535, &O::max_handshakes,
+                    "inbound handshakes in progress (each holds a QP and registered memory); further connect "
+                    "requests are rejected at once; `Listener::stats().handshakes` counts them")
+        .listener(),
+    Row::number_row("busy_poll_us", "0", 0, 1'000'000, &O::busy_poll_us,
+                    "poll the CQ from the loop instead of sleeping, for this long after the last completion"),
+    Row::custom_row("device", "", parse_device, "name", "refuse connections whose route uses another device (e.g. "
+                                                        "`rxe0`)")
+        .default_is("any"),
+    Row::bool_row("srq", "false", &O::srq,
+                  "take receives from one shared receive queue per event loop and device instead of `recv_depth` "
+                  "per connection (for servers with many connections; receiver-local, no wire change)"),
+    Row::number_row("srq_depth", "4096", 16, 16384, &O::srq_depth,
+                    "receives in that shared queue (also bounded by the device's `max_srq_wr`)"),
+    Row::number_row("retry_cnt", "7", 0, 7, &O::retry_cnt,
+                    "transport retries of an unacknowledged packet before the QP fails with \"retry exceeded\" "
+                    "(bounds the detection of a dead peer while data is in flight, with `timeout`)"),
+    Row::number_row("rnr_retry", "7", 0, 7, &O::rnr_retry,
+                    "receiver-not-ready retries; 7 = forever (a slow reader stalls the writer instead of failing "
+                    "it; keepalives still bound dead-peer detection)"),
+    Row::custom_row("scope", "auto", parse_scope, "`auto`, `mw`, `private`, `shared`",
+                    "how a peer is kept to its own receive area: `mw` a type-2 memory window bound to the "
+                    "connection's QP over an arena area; `private` a registration of its own per connection "
+                    "(slow setup); `shared` the arena region's rkey (trusted peers only); `auto` = `mw` where "
+                    "the device has windows, else `private` (docs/MEMORY.md)"),
+    Row::number_row("timeout", "17", 1, 31, &O::timeout,
+                    "local ACK timeout exponent: 4.096 us * 2^timeout per try (17 = 537 ms, rdma_cm's own choice on "
+                    "RoCE; with retry_cnt=7 a dead peer fails the QP after about 4 s of unacknowledged traffic)"),
 };
 
 }  // namespace
 
-std::span<const OptionRow<RdmaOptions>> option_rows() { return kRows; }
-
-std::vector<OptionDoc> option_docs() { return document_option_table(option_rows()); }
+std::vector<OptionDoc> option_docs() { return document_option_table<O>(kRows); }
 
 Result<RdmaOptions> parse_options(const Endpoint& ep) {
-  RdmaOptions o;
-  CONDUIT_RETURN_IF_ERROR(parse_option_table(ep, option_rows(), o));
-  if (o.features == "all") {
-    o.feature_mask = kFeatureKnownMask;
-  } else if (o.features == "none") {
-    o.feature_mask = 0;
-  } else {
-    char* end = nullptr;
-    o.feature_mask = std::strtoull(o.features.c_str(), &end, 0);
-    if (end == o.features.c_str() || *end != '\0')
-      return Status(Code::kInvalidArgument, "rdma option features='" + o.features + "': expected all, none or a number");
-    o.feature_mask &= kFeatureKnownMask;
-  }
+  CONDUIT_ASSIGN_OR_RETURN(RdmaOptions o, parse_option_table<O>(kRows, ep));
   o.credit_bytes = o.credit_bytes != 0 ? std::min(o.credit_bytes, o.rx_buffer) : o.rx_buffer / 4;
   return o;
 }

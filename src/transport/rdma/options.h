@@ -14,32 +14,32 @@
 namespace conduit::transport::rdma {
 
 struct RdmaOptions {
-  uint32_t rx_buffer = 1u << 20;
-  uint32_t send_depth = 256;
-  uint32_t recv_depth = 256;
-  uint32_t inline_bytes = 64;
-  uint32_t flush_bytes = 64 * 1024;
-  uint32_t credit_bytes = 0;  // ring mode: return space in steps of this (0 = rx_buffer / 4)
+  uint64_t rx_buffer = 1u << 20;
+  uint64_t send_depth = 256;
+  uint64_t recv_depth = 256;
+  uint64_t inline_bytes = 64;
+  uint64_t flush_bytes = 64 * 1024;
+  uint64_t credit_bytes = 0;  // ring mode: return space in steps of this (0 = rx_buffer / 4)
   uint64_t keepalive_ms = 3000;
   uint64_t keepalive_timeout_ms = 10000;
   uint64_t connect_timeout_ms = 10000;
   uint64_t linger_ms = 5000;
-  uint32_t backlog = 1024;
-  uint32_t max_pending = 1024;  // listener: handshakes in progress before requests are refused
+  uint64_t backlog = 1024;
+  uint64_t max_handshakes = 1024;  // listener: handshakes in progress before requests are refused
   uint64_t busy_poll_us = 0;
   std::string features = "all";
   std::string device;
   bool srq = false;  // receives from the loop's shared receive queue (SrqPool)
-  uint32_t srq_depth = 4096;
-  uint8_t retry_cnt = 7;
-  uint8_t rnr_retry = 7;
-  uint8_t timeout = 17;
+  uint64_t srq_depth = 4096;
+  uint64_t retry_cnt = 7;
+  uint64_t rnr_retry = 7;
+  uint64_t timeout = 17;
+  std::string scope = "auto";  // how a peer is kept to its own receive area (arena.h)
 
   // Derived by parse_options from `features`: the extension bits offered.
   uint64_t feature_mask = 0;
 };
 
-std::span<const OptionRow<RdmaOptions>> option_rows();
 std::vector<OptionDoc> option_docs();
 Result<RdmaOptions> parse_options(const Endpoint& ep);
 

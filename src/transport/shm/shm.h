@@ -1,17 +1,17 @@
 // shm://name — same-host connections over two shared-memory SPSC rings (see README.md).
 //
-//   shm://my-service          socket ${XDG_RUNTIME_DIR:-/tmp}/conduit-my-service.sock
-//   shm:///run/app/kv.sock    an absolute socket path, used as is
+//   shm://my-service          socket <private dir>/conduit-my-service.sock, where the private
+//                             dir is $XDG_RUNTIME_DIR when sane, else ${TMPDIR:-/tmp}/conduit-<euid>
+//                             (0700, ownership checked): only this uid can bind or reach it
+//   shm:///run/app/kv.sock    an absolute socket path, used as is (its `mode` option lets
+//                             others in; allow_uids on both sides says whom to accept)
 //
-// Options (URL query):
-//   ring=1M                  bytes per direction (K/M/G suffixes), a power of two in 4K..1G.  The
-//                            listener's value is the default for its clients; a client that
-//                            gives ring= asks the server for that size instead.
-//   busy_poll_us=0           spin on the rings for up to this long without work before
-//                            announcing sleep (0 = announce at once and block in epoll)
-//   mode=0600                listener: octal permissions of the socket file
-//   connect_timeout_ms=10000 bound on the handshake (client connect, server accept), 1..3600000
-// Unknown keys are rejected.  Both sides accept every key, so one URL serves both.
+// Both sides check the other's uid (SO_PEERCRED): our own effective uid, plus allow_uids.
+//
+// Options (URL query): the table kShmOptions in shm_options.h is the one place they are
+// written -- name, default, range, side and meaning -- and what they are parsed with;
+// docs/TRANSPORTS.md shows it rendered (a test keeps the two equal).  Unknown keys are
+// rejected.  Both sides accept every key, so one URL serves both.
 #pragma once
 
 #include <string>
@@ -23,8 +23,10 @@ namespace conduit::transport {
 
 Transport* shm_transport();
 
-// The socket path an shm address names (absolute paths as is; other names must be
-// [A-Za-z0-9._-]+ and map to ${XDG_RUNTIME_DIR:-/tmp}/conduit-<name>.sock).
-Result<std::string> shm_socket_path(std::string_view name);
+// The socket path an shm address names: absolute paths as is; other names must be
+// [A-Za-z0-9._-]+ and map to <private dir>/conduit-<name>.sock (see above), the private
+// directory created when `create_dir` (listeners) and always checked (kPermissionDenied
+// when another user could control it).
+Result<std::string> shm_socket_path(std::string_view name, bool create_dir = false);
 
 }  // namespace conduit::transport

@@ -15,7 +15,8 @@ inline constexpr uint32_t kRegionMagic = 0x52485343;  // "CSHR"
 inline constexpr uint16_t kProtocolVersion = 1;
 
 enum class HelloType : uint16_t { kClientHello = 1, kAccept = 2, kReject = 3 };
-enum class RejectReason : uint32_t { kNone = 0, kVersion = 1, kRingSize = 2, kResources = 3, kMalformed = 4 };
+enum class RejectReason : uint32_t { kNone = 0, kVersion = 1, kRingSize = 2, kResources = 3, kMalformed = 4,
+                                      kPermission = 5 };  // kPermission: the client's uid is not allowed
 
 // Hello, 32 bytes, both directions.  The client sends kClientHello; the server answers
 // kAccept with three descriptors attached (SCM_RIGHTS, in this order: the region memfd, the
@@ -24,10 +25,14 @@ enum class RejectReason : uint32_t { kNone = 0, kVersion = 1, kRingSize = 2, kRe
 //   off  4  u16 version       kProtocolVersion of the sender
 //   off  6  u16 type          HelloType
 //   off  8  u64 ring_bytes    client: requested ring size per direction (0 = server's default)
-//                             server: the ring size of each direction
+//                             server, kAccept: the ring size of each direction
+//                             server, kReject kRingSize: the largest ring it allows (its
+//                             max_ring); older servers sent 0 here
 //   off 16  u64 region_bytes  server: size of the memfd (kRegionHeaderBytes + 2 * ring); client: 0
 //   off 24  u32 reason        kReject: RejectReason; else 0
 //   off 28  u32 reserved      0
+inline constexpr size_t kAcceptFds = 3;  // descriptors attached to kAccept; no other hello carries any
+
 struct Hello {
   uint32_t magic = kHelloMagic;
   uint16_t version = kProtocolVersion;

@@ -118,6 +118,7 @@ class TcpConnection final : public Connection, public reactor::FdHandler {
   Result<size_t> read(std::span<uint8_t> buf) override {
     if (state_ != ConnState::kConnected) return not_connected();
     if (buf.empty()) return size_t{0};
+    if (size_t staged = take_staged_in(buf); staged != 0) return staged;  // peek()ed earlier
     for (;;) {
       const ssize_t n = ::recv(fd_.get(), buf.data(), buf.size(), MSG_DONTWAIT);
       if (n > 0) {
@@ -146,6 +147,14 @@ class TcpConnection final : public Connection, public reactor::FdHandler {
   Result<size_t> writev(std::span<const iovec> iov) override {
     if (state_ != ConnState::kConnected) return not_connected();
     if (write_shut_) return Status(Code::kClosed, "tcp: write side was shut down");
+    if (has_staged_out()) {
+      // Bytes committed through reserve() go first.
+      Status s = flush_staged_out();
+      if (!s.ok()) {
+        update_interest();
+        return s;
+      }
+    }
     msghdr msg{};
     msg.msg_iov = const_cast<iovec*>(iov.data());
     msg.msg_iovlen = std::min<size_t>(iov.size(), IOV_MAX);
@@ -169,6 +178,14 @@ class TcpConnection final : public Connection, public reactor::FdHandler {
       }
       return fail(Status::FromErrnoAuto(n < 0 ? errno : EIO, "tcp send"));
     }
+  }
+
+  // reserve/commit and peek/consume come from the base class (staged copies: the kernel
+  // copies anyway); committed bytes the socket did not take are flushed on writability.
+  Status commit(size_t n) override {
+    Status s = Connection::commit(n);
+    update_interest();
+    return s;
   }
 
   void set_read_handler(Handler h) override {
@@ -248,6 +265,16 @@ class TcpConnection final : public Connection, public reactor::FdHandler {
         if (!write_handler_ && loop_.watching(fd_.get())) (void)loop_.remove(fd_.get());
       }
     }
+    if ((events & reactor::kWritable) != 0 && state_ == ConnState::kConnected && has_staged_out()) {
+      if (Status s = flush_staged_out(); s.is_error()) {
+        if (read_handler_) {  // the connection failed: a reader learns it by reading
+          Handler h = read_handler_;
+          h(*this);
+        }
+        return;
+      }
+      update_interest();
+    }
     if ((events & reactor::kWritable) != 0 && state_ == ConnState::kConnected && write_handler_) {
       Handler h = write_handler_;
       h(*this);
@@ -289,7 +316,7 @@ class TcpConnection final : public Connection, public reactor::FdHandler {
     if (!fd_ || state_ != ConnState::kConnected) return;
     uint32_t ev = 0;
     if (read_handler_) ev |= reactor::kReadable;
-    if (write_handler_) ev |= reactor::kWritable;
+    if (write_handler_ || has_staged_out()) ev |= reactor::kWritable;
     if (!loop_.watching(fd_.get())) {
       // Re-adding after a hangup nobody read: the level-triggered hangup fires at once and
       // reaches the new read handler.

@@ -1,0 +1,413 @@
+#include "conduit/memory/pool.h"
+
+#include <sys/mman.h>
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "conduit/base/clock.h"
+#include "conduit/base/log.h"
+
+namespace conduit::memory {
+
+using detail::Storage;
+
+namespace {
+constexpr size_t kHuge = size_t{2} << 20;
+std::atomic<uint64_t> g_next_pool_id{1};
+
+size_t round_up(size_t v, size_t to) { return (v + to - 1) / to * to; }
+
+std::string memlock_hint() {
+  rlimit rl{};
+  if (getrlimit(RLIMIT_MEMLOCK, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return "";
+  return " (RLIMIT_MEMLOCK is " + std::to_string(rl.rlim_cur >> 10) +
+         " KiB: registered memory is locked memory; raise it with `ulimit -l unlimited`, "
+         "LimitMEMLOCK=infinity for a systemd unit, or /etc/security/limits.conf)";
+}
+}  // namespace
+
+struct BlockPool::Region {
+  uint8_t* base = nullptr;
+  size_t bytes = 0;
+  bool huge = false;
+  int cls = -1;  // -1: a large block with a region of its own
+  size_t block_size = 0;
+  RegionKeys keys[kMaxDomains]{};
+  Registrar::Registration regs[kMaxDomains]{};
+  uint32_t domains = 0;
+  std::unique_ptr<Storage[]> blocks;
+  size_t nblocks = 0;
+};
+
+struct BlockPool::ClassState {
+  size_t block_size = 0;
+  size_t regions = 0;
+  size_t blocks = 0;
+  std::vector<Storage*> free;
+};
+
+// ---------------------------------------------------------------------------------------
+// Per-thread caches: a few free blocks per (pool, class), so that allocate and release on
+// one thread take no lock.  At thread exit the blocks go back to their pool if it is still
+// alive (a weak reference says so).
+
+namespace {
+struct ThreadCache {
+  struct PerPool {
+    uint64_t id = 0;
+    std::weak_ptr<BlockPool> pool;
+    std::vector<std::vector<Storage*>> lists;
+    std::vector<size_t> limits;
+  };
+  std::vector<PerPool> pools;
+  ~ThreadCache();
+  PerPool* find(uint64_t id) {
+    for (PerPool& p : pools)
+      if (p.id == id) return &p;
+    return nullptr;
+  }
+};
+thread_local ThreadCache t_cache;
+
+void release_pool_block(Storage* s) { static_cast<BlockPool*>(s->context)->release_block(s); }
+}  // namespace
+
+ThreadCache::~ThreadCache() {
+  for (PerPool& p : pools) {
+    auto pool = p.pool.lock();
+    if (!pool) continue;  // gone: its regions are unmapped, these pointers are dead
+    for (auto& list : p.lists)
+      for (Storage* s : list) pool->return_shared(s);
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+
+BlockPool::BlockPool(PoolOptions options) : options_(std::move(options)), id_(g_next_pool_id.fetch_add(1)) {}
+
+Result<std::shared_ptr<BlockPool>> BlockPool::create(PoolOptions o) {
+  if (o.classes.empty()) return Status(Code::kInvalidArgument, "memory pool: no size classes");
+  for (size_t i = 0; i < o.classes.size(); ++i) {
+    const size_t c = o.classes[i];
+    if (c < 64 || (c & (c - 1)) != 0 || (i > 0 && c <= o.classes[i - 1]))
+      return Status(Code::kInvalidArgument, "memory pool: size classes must be ascending powers of two >= 64");
+  }
+  if (o.region_bytes < 4096 || o.region_bytes % 4096 != 0)
+    return Status(Code::kInvalidArgument, "memory pool: region_bytes must be a positive multiple of 4096");
+  if (o.cap_bytes < o.region_bytes) return Status(Code::kInvalidArgument, "memory pool: cap_bytes below one region");
+  std::shared_ptr<BlockPool> p(new BlockPool(std::move(o)));
+  for (size_t c : p->options_.classes) {
+    auto cs = std::make_unique<ClassState>();
+    cs->block_size = c;
+    p->classes_.push_back(std::move(cs));
+  }
+  return p;
+}
+
+BlockPool::~BlockPool() {
+  // No block is out (a block keeps its pool alive): every region can go.
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& r : regions_) unmap_region(*r);
+}
+
+int BlockPool::class_of(size_t size) const {
+  for (size_t i = 0; i < options_.classes.size(); ++i)
+    if (size <= options_.classes[i]) return static_cast<int>(i);
+  return -1;
+}
+
+Result<unsigned> BlockPool::add_registrar(std::shared_ptr<Registrar> r) {
+  if (!r) return Status(Code::kInvalidArgument, "memory pool: null registrar");
+  std::lock_guard<std::mutex> lock(mu_);
+  if (registrars_.size() >= kMaxDomains)
+    return Status(Code::kResourceExhausted, "memory pool: at most " + std::to_string(kMaxDomains) + " registrars");
+  const unsigned d = static_cast<unsigned>(registrars_.size());
+  // Register what exists; undo on failure so the pool stays consistent.
+  std::vector<Region*> done;
+  for (auto& reg : regions_) {
+    const uint64_t t0 = monotonic_ns();
+    auto got = r->register_memory(reg->base, reg->bytes);
+    if (!got.ok()) {
+      for (Region* u : done) {
+        r->deregister(u->regs[d]);
+        u->domains &= ~(1u << d);
+      }
+      return got.status().annotate("memory pool '" + options_.name + "': registering existing regions with " +
+                                   r->name() + memlock_hint());
+    }
+    register_ns_ += monotonic_ns() - t0;
+    ++registrations_;
+    reg->regs[d] = *got;
+    reg->keys[d] = got->keys;
+    reg->domains |= 1u << d;
+    done.push_back(reg.get());
+  }
+  for (auto& reg : regions_)
+    for (size_t i = 0; i < reg->nblocks; ++i) reg->blocks[i].domains = reg->domains;
+  registrars_.push_back(std::move(r));
+  return d;
+}
+
+Status BlockPool::register_region(Region& reg) {
+  for (size_t d = 0; d < registrars_.size(); ++d) {
+    const uint64_t t0 = monotonic_ns();
+    auto got = registrars_[d]->register_memory(reg.base, reg.bytes);
+    if (!got.ok()) {
+      for (size_t u = 0; u < d; ++u) registrars_[u]->deregister(reg.regs[u]);
+      reg.domains = 0;
+      return got.status().annotate("memory pool '" + options_.name + "': registering " + std::to_string(reg.bytes >> 10) +
+                                   " KiB with " + registrars_[d]->name() + memlock_hint());
+    }
+    register_ns_ += monotonic_ns() - t0;
+    ++registrations_;
+    reg.regs[d] = *got;
+    reg.keys[d] = got->keys;
+    reg.domains |= 1u << d;
+  }
+  return {};
+}
+
+void BlockPool::unmap_region(Region& reg) {
+  for (size_t d = 0; d < registrars_.size(); ++d)
+    if ((reg.domains >> d) & 1) registrars_[d]->deregister(reg.regs[d]);
+  reg.domains = 0;
+  if (reg.base) munmap(reg.base, reg.bytes);
+  bytes_mapped_ -= reg.bytes;
+  reg.base = nullptr;
+}
+
+Result<BlockPool::Region*> BlockPool::map_region(size_t cls, size_t bytes) {
+  if (bytes_mapped_ + bytes > options_.cap_bytes) return Status::WouldBlock();
+  auto reg = std::make_unique<Region>();
+  reg->bytes = bytes;
+  void* p = MAP_FAILED;
+  if (options_.hugepages && bytes % kHuge == 0)
+    p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB, -1, 0);
+  reg->huge = p != MAP_FAILED;
+  if (p == MAP_FAILED) {
+    p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return Status::FromErrnoAuto(errno, "memory pool: mmap of " + std::to_string(bytes) + " bytes");
+    if (options_.hugepages) (void)madvise(p, bytes, MADV_HUGEPAGE);  // transparent hugepages where allowed
+  }
+  reg->base = static_cast<uint8_t*>(p);
+  bytes_mapped_ += bytes;
+  if (Status s = register_region(*reg); !s.ok()) {
+    unmap_region(*reg);
+    return s;
+  }
+  reg->cls = static_cast<int>(cls);
+  reg->block_size = cls < classes_.size() ? classes_[cls]->block_size : bytes;
+  reg->nblocks = bytes / reg->block_size;
+  reg->blocks = std::make_unique<Storage[]>(reg->nblocks);
+  for (size_t i = 0; i < reg->nblocks; ++i) {
+    Storage& s = reg->blocks[i];
+    s.data = reg->base + i * reg->block_size;
+    s.capacity = reg->block_size;
+    s.keys = reg->keys;
+    s.domains = reg->domains;
+    s.owner = this;
+    s.release = release_pool_block;
+    s.context = this;
+  }
+  Region* raw = reg.get();
+  regions_.push_back(std::move(reg));
+  return raw;
+}
+
+Result<detail::Storage*> BlockPool::take_shared(size_t cls) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ClassState& c = *classes_[cls];
+  if (c.free.empty()) {
+    const size_t bytes = round_up(std::max(options_.region_bytes, c.block_size), options_.region_bytes);
+    auto reg = map_region(cls, bytes);
+    if (!reg.ok()) {
+      if (reg.status().would_block()) would_block_.fetch_add(1, std::memory_order_relaxed);
+      return reg.status();
+    }
+    ++c.regions;
+    c.blocks += (*reg)->nblocks;
+    for (size_t i = (*reg)->nblocks; i-- > 0;) c.free.push_back(&(*reg)->blocks[i]);
+  }
+  Storage* s = c.free.back();
+  c.free.pop_back();
+  return s;
+}
+
+Result<Slice> BlockPool::allocate(size_t size) {
+  if (size == 0) return Status(Code::kInvalidArgument, "memory pool: allocate(0)");
+  if (size > options_.cap_bytes)
+    return Status(Code::kInvalidArgument, "memory pool '" + options_.name + "': " + std::to_string(size) +
+                                              " bytes exceed its cap of " + std::to_string(options_.cap_bytes));
+  const int cls = class_of(size);
+  if (cls < 0) return allocate_large(size);
+  Storage* s = nullptr;
+  if (ThreadCache::PerPool* tc = t_cache.find(id_); tc && !tc->lists[cls].empty()) {
+    s = tc->lists[cls].back();
+    tc->lists[cls].pop_back();
+    cache_hits_.fetch_add(1, std::memory_order_relaxed);
+  } else {
+    cache_misses_.fetch_add(1, std::memory_order_relaxed);
+    CONDUIT_ASSIGN_OR_RETURN(s, take_shared(static_cast<size_t>(cls)));
+  }
+  s->refs.store(1, std::memory_order_relaxed);
+  note_in_use(s->capacity);
+  return Slice(s, 0, size);
+}
+
+// The pool keeps itself alive while any block is out (self_), so a slice may outlive every
+// other reference to its pool: its release always finds the pool, and the last release
+// then lets it go.
+void BlockPool::note_in_use(size_t capacity) {
+  bytes_in_use_.fetch_add(capacity, std::memory_order_relaxed);
+  if (in_use_blocks_.fetch_add(1, std::memory_order_acq_rel) == 0) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!self_) self_ = shared_from_this();
+  }
+}
+
+void BlockPool::note_released(size_t capacity) {
+  bytes_in_use_.fetch_sub(capacity, std::memory_order_relaxed);
+  if (in_use_blocks_.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  std::shared_ptr<BlockPool> last;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (in_use_blocks_.load(std::memory_order_acquire) == 0) last = std::move(self_);
+  }
+  // `last` may be the final reference: the pool is destroyed here, after every use of it.
+}
+
+Result<Slice> BlockPool::allocate_large(size_t size) {
+  Region* reg = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto r = map_region(classes_.size(), round_up(size, kHuge));
+    if (!r.ok()) {
+      if (r.status().would_block()) would_block_.fetch_add(1, std::memory_order_relaxed);
+      return r.status();
+    }
+    reg = *r;
+    reg->cls = -1;
+  }
+  Storage* s = &reg->blocks[0];
+  s->refs.store(1, std::memory_order_relaxed);
+  note_in_use(s->capacity);
+  return Slice(s, 0, size);
+}
+
+Result<Chain> BlockPool::allocate_chain(size_t size, size_t max_block) {
+  if (max_block == 0) return Status(Code::kInvalidArgument, "memory pool: allocate_chain with max_block 0");
+  Chain out;
+  while (out.size() < size) {
+    CONDUIT_ASSIGN_OR_RETURN(Slice s, allocate(std::min(size - out.size(), max_block)));
+    out.append(std::move(s));
+  }
+  return out;
+}
+
+void BlockPool::release_block(Storage* s) {
+  const size_t capacity = s->capacity;
+  // Which class?  Pool blocks' capacity is their class size; a large block's region is its own.
+  const int cls = class_of(capacity);
+  if (cls < 0 || options_.classes[cls] != capacity) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = std::find_if(regions_.begin(), regions_.end(), [s](const auto& r) { return &r->blocks[0] == s; });
+      if (it != regions_.end()) {
+        unmap_region(**it);
+        regions_.erase(it);
+      }
+    }
+    notify_waiters();
+  } else if (!cache_block(s, static_cast<size_t>(cls))) {
+    return_shared(s);
+    if (pressure_.load(std::memory_order_acquire)) notify_waiters();
+  }
+  note_released(capacity);  // last: it may destroy the pool
+}
+
+bool BlockPool::cache_block(Storage* s, size_t cls) {
+  if (pressure_.load(std::memory_order_acquire)) return false;  // someone waits: make it visible
+  ThreadCache::PerPool* tc = t_cache.find(id_);
+  if (tc == nullptr) {
+    t_cache.pools.push_back({id_, weak_from_this(), std::vector<std::vector<Storage*>>(classes_.size()), {}});
+    tc = &t_cache.pools.back();
+    for (auto& c : classes_) tc->limits.push_back(std::max<size_t>(2, options_.thread_cache_bytes / c->block_size));
+  }
+  if (tc->lists[cls].size() >= tc->limits[cls]) return false;
+  tc->lists[cls].push_back(s);
+  return true;
+}
+
+void BlockPool::return_shared(Storage* s) {
+  const int cls = class_of(s->capacity);
+  std::lock_guard<std::mutex> lock(mu_);
+  classes_[static_cast<size_t>(cls)]->free.push_back(s);
+}
+
+void BlockPool::wait(MemoryWaiter* w) {
+  bool now = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (std::find(waiters_.begin(), waiters_.end(), w) == waiters_.end()) waiters_.push_back(w);
+    pressure_.store(true, std::memory_order_release);
+    // Memory may have come back between the failed allocation and this call.
+    now = bytes_mapped_ + options_.region_bytes <= options_.cap_bytes;
+    for (auto& c : classes_) now = now || !c->free.empty();
+  }
+  if (now) notify_waiters();
+}
+
+void BlockPool::cancel_wait(MemoryWaiter* w) {
+  std::lock_guard<std::mutex> lock(mu_);
+  waiters_.erase(std::remove(waiters_.begin(), waiters_.end(), w), waiters_.end());
+  if (waiters_.empty()) pressure_.store(false, std::memory_order_release);
+}
+
+void BlockPool::notify_waiters() {
+  std::vector<MemoryWaiter*> ws;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ws.swap(waiters_);
+    pressure_.store(false, std::memory_order_release);
+  }
+  for (MemoryWaiter* w : ws) w->on_memory_available();
+}
+
+PoolStats BlockPool::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  PoolStats st;
+  st.regions = regions_.size();
+  for (const auto& r : regions_) {
+    st.hugepage_regions += r->huge ? 1 : 0;
+    st.bytes_registered += r->bytes * static_cast<size_t>(__builtin_popcount(r->domains));
+  }
+  st.bytes_mapped = bytes_mapped_;
+  st.bytes_in_use = bytes_in_use_.load(std::memory_order_relaxed);
+  st.registrations = registrations_;
+  st.register_ns = register_ns_;
+  st.cache_hits = cache_hits_.load(std::memory_order_relaxed);
+  st.cache_misses = cache_misses_.load(std::memory_order_relaxed);
+  st.would_block = would_block_.load(std::memory_order_relaxed);
+  size_t in_use_total = in_use_blocks_.load(std::memory_order_relaxed);
+  (void)in_use_total;
+  for (const auto& c : classes_) {
+    ClassStats cs;
+    cs.block_size = c->block_size;
+    cs.regions = c->regions;
+    cs.free = c->free.size();
+    cs.in_use = 0;
+    st.classes.push_back(cs);
+  }
+  for (const auto& r : regions_) {
+    if (r->cls < 0) continue;
+    ClassStats& cs = st.classes[static_cast<size_t>(r->cls)];
+    for (size_t i = 0; i < r->nblocks; ++i) cs.in_use += r->blocks[i].refs.load(std::memory_order_relaxed) != 0 ? 1 : 0;
+  }
+  for (const auto& r : registrars_) st.registrars.push_back(r->name());
+  return st;
+}
+
+}  // namespace conduit::memory

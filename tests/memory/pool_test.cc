@@ -1,0 +1,219 @@
+#include "conduit/memory/pool.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstring>
+#include <random>
+#include <thread>
+
+#include "test_registrar.h"
+
+namespace conduit::memory {
+namespace {
+
+using testing::RecordingRegistrar;
+
+std::shared_ptr<BlockPool> make_pool(PoolOptions o = {}) {
+  o.hugepages = false;  // deterministic in tests; the hugepage path is exercised by bench/
+  auto p = BlockPool::create(std::move(o));
+  EXPECT_TRUE(p.ok()) << p.status().to_string();
+  return std::move(p).value();
+}
+
+TEST(BlockPool, SizeClassesRegionsAndKeys) {
+  auto pool = make_pool();
+  auto reg = std::make_shared<RecordingRegistrar>();
+  auto d = pool->add_registrar(reg);
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(*d, 0u);
+  auto a = pool->allocate(100);
+  ASSERT_TRUE(a.ok()) << a.status().to_string();
+  EXPECT_EQ(a->size(), 100u);
+  EXPECT_EQ(a->capacity(), 4096u);
+  ASSERT_TRUE(a->registered(0));
+  EXPECT_TRUE(reg->covers(a->keys(0).lkey, a->data(), a->capacity())) << "the slice's keys cover its memory";
+  EXPECT_EQ(a->owner(), pool.get());
+  auto b = pool->allocate(5000);
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(b->capacity(), 8192u);
+  EXPECT_EQ(reg->registrations(), 2u) << "one registration per region, not per block";
+  auto c = pool->allocate(4000);  // same class as a: same region
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(reg->registrations(), 2u);
+  EXPECT_EQ(c->keys(0).lkey, a->keys(0).lkey);
+  PoolStats st = pool->stats();
+  EXPECT_EQ(st.regions, 2u);
+  EXPECT_EQ(st.bytes_mapped, 4u << 20);
+  EXPECT_EQ(st.bytes_registered, 4u << 20);
+  EXPECT_EQ(st.classes[0].in_use, 2u);
+  EXPECT_EQ(st.classes[1].in_use, 1u);
+  EXPECT_EQ(st.bytes_in_use, 4096u * 2 + 8192u);
+  EXPECT_EQ(st.registrations, 2u);
+}
+
+TEST(BlockPool, FreedBlocksComeBackThroughTheThreadCache) {
+  auto pool = make_pool();
+  const uint8_t* first;
+  {
+    auto a = pool->allocate(64);
+    ASSERT_TRUE(a.ok());
+    first = a->data();
+  }
+  auto again = pool->allocate(64);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->data(), first);
+  EXPECT_GE(pool->stats().cache_hits, 1u);
+}
+
+struct CountingWaiter final : MemoryWaiter {
+  std::atomic<int> told{0};
+  void on_memory_available() override { ++told; }
+};
+
+TEST(BlockPool, TheCapIsBackpressureAndWaitersAreToldWhenBlocksReturn) {
+  PoolOptions o;
+  o.cap_bytes = 2 << 20;  // one region
+  auto pool = make_pool(o);
+  std::vector<Slice> held;
+  for (;;) {
+    auto s = pool->allocate(1 << 20);
+    if (!s.ok()) {
+      EXPECT_TRUE(s.status().would_block()) << s.status().to_string();
+      break;
+    }
+    held.push_back(std::move(*s));
+    ASSERT_LE(held.size(), 2u) << "the cap must hold";
+  }
+  EXPECT_EQ(held.size(), 2u);
+  EXPECT_LE(pool->stats().bytes_mapped, o.cap_bytes);
+  EXPECT_TRUE(pool->allocate(100).status().would_block()) << "no room for another class's region either";
+  CountingWaiter w;
+  pool->wait(&w);
+  EXPECT_EQ(w.told, 0) << "nothing came back yet";
+  held.pop_back();
+  EXPECT_EQ(w.told, 1);
+  auto again = pool->allocate(1 << 20);
+  EXPECT_TRUE(again.ok()) << "the block that came back is allocatable";
+  pool->wait(&w);
+  pool->cancel_wait(&w);
+  held.clear();
+  EXPECT_EQ(w.told, 1) << "a cancelled waiter is not told";
+  EXPECT_GE(pool->stats().would_block, 2u);
+}
+
+TEST(BlockPool, LargeBlocksGetTheirOwnRegionAndAreDeregisteredOnRelease) {
+  auto pool = make_pool();
+  auto reg = std::make_shared<RecordingRegistrar>();
+  ASSERT_TRUE(pool->add_registrar(reg).ok());
+  {
+    auto big = pool->allocate(9 << 20);
+    ASSERT_TRUE(big.ok()) << big.status().to_string();
+    EXPECT_GE(big->capacity(), 9u << 20);
+    EXPECT_TRUE(reg->covers(big->keys(0).lkey, big->data(), big->size()));
+    EXPECT_EQ(reg->live(), 1u);
+  }
+  EXPECT_EQ(reg->live(), 0u);
+  EXPECT_EQ(pool->stats().bytes_mapped, 0u);
+  PoolOptions o;
+  o.cap_bytes = 4 << 20;
+  EXPECT_EQ(make_pool(o)->allocate(5 << 20).status().code(), Code::kInvalidArgument) << "larger than the cap";
+}
+
+TEST(BlockPool, RegistrarsAddedLaterCoverExistingBlocksAndFailuresUndo) {
+  auto pool = make_pool();
+  auto a = pool->allocate(100);
+  ASSERT_TRUE(a.ok());
+  EXPECT_FALSE(a->registered(0));
+  auto r1 = std::make_shared<RecordingRegistrar>("one");
+  ASSERT_TRUE(pool->add_registrar(r1).ok());
+  EXPECT_TRUE(a->registered(0)) << "existing blocks gain the new domain's keys";
+  auto b = pool->allocate(100 << 10);  // a new region, registered with r1
+  ASSERT_TRUE(b.ok());
+  auto r2 = std::make_shared<RecordingRegistrar>("two");
+  r2->fail_next(2);  // the second region fails: the first must be undone
+  auto bad = pool->add_registrar(r2);
+  EXPECT_FALSE(bad.ok());
+  EXPECT_EQ(r2->live(), 0u);
+  EXPECT_FALSE(a->registered(1));
+  r1->fail_next(1);
+  auto c = pool->allocate(1 << 20);  // a new class: its region's registration fails
+  EXPECT_EQ(c.status().code(), Code::kResourceExhausted) << c.status().to_string();
+  EXPECT_NE(c.status().to_string().find("one"), std::string::npos) << "names the registrar";
+  EXPECT_EQ(pool->stats().regions, 2u) << "the failed region is unmapped";
+}
+
+TEST(BlockPool, ASliceKeepsItsPoolAliveAndTheLastOneLetsItGo) {
+  auto reg = std::make_shared<RecordingRegistrar>();
+  Slice s;
+  std::weak_ptr<BlockPool> weak;
+  {
+    auto pool = make_pool();
+    ASSERT_TRUE(pool->add_registrar(reg).ok());
+    auto got = pool->allocate(1000);
+    ASSERT_TRUE(got.ok());
+    s = std::move(*got);
+    weak = pool;
+  }
+  EXPECT_FALSE(weak.expired()) << "the block holds the pool";
+  EXPECT_EQ(reg->live(), 1u);
+  std::memset(s.writable_data(), 1, s.size());
+  s = Slice();
+  EXPECT_TRUE(weak.expired()) << "the last block let it go";
+  EXPECT_EQ(reg->live(), 0u) << "and its regions were deregistered";
+}
+
+TEST(BlockPool, ChainsOfBlocks) {
+  auto pool = make_pool();
+  auto c = pool->allocate_chain(200000, 65536);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->size(), 200000u);
+  EXPECT_EQ(c->count(), 4u);
+}
+
+// Many threads allocating and freeing, also each other's blocks; run under TSan in the
+// small thread-sanitizer build.
+TEST(BlockPool, ThreadsAllocateAndFreeConcurrently) {
+  PoolOptions o;
+  o.cap_bytes = 64 << 20;
+  o.thread_cache_bytes = 64 << 10;
+  auto pool = make_pool(o);
+  constexpr int kThreads = 4, kRounds = 3000;
+  std::vector<std::vector<Slice>> handoff(kThreads);
+  std::vector<std::mutex> mus(kThreads);
+  std::atomic<int> failures{0};
+  std::vector<std::thread> ts;
+  for (int t = 0; t < kThreads; ++t) {
+    ts.emplace_back([&, t] {
+      std::mt19937 rng(static_cast<unsigned>(t));
+      std::vector<Slice> mine;
+      for (int i = 0; i < kRounds; ++i) {
+        auto s = pool->allocate(64u << (rng() % 8));
+        if (!s.ok()) {
+          ++failures;
+          continue;
+        }
+        std::memset(s->writable_data(), t, s->size());
+        mine.push_back(std::move(*s));
+        if (mine.size() > 16) {
+          // Give some to a neighbour to free on its thread.
+          std::lock_guard<std::mutex> lock(mus[(t + 1) % kThreads]);
+          for (int k = 0; k < 8; ++k) {
+            handoff[(t + 1) % kThreads].push_back(std::move(mine.back()));
+            mine.pop_back();
+          }
+        }
+        if (rng() % 4 == 0 && !mine.empty()) mine.erase(mine.begin());
+        std::lock_guard<std::mutex> lock(mus[t]);
+        handoff[t].clear();
+      }
+    });
+  }
+  for (auto& th : ts) th.join();
+  handoff.clear();
+  EXPECT_EQ(failures, 0);
+  EXPECT_EQ(pool->stats().bytes_in_use, 0u);
+}
+
+}  // namespace
+}  // namespace conduit::memory

@@ -1,0 +1,111 @@
+#include "conduit/memory/registration_cache.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "test_registrar.h"
+
+namespace conduit::memory {
+namespace {
+
+using testing::RecordingRegistrar;
+
+struct RegistrationCacheTest : ::testing::Test {
+  std::shared_ptr<RecordingRegistrar> reg = std::make_shared<RecordingRegistrar>();
+  alignas(4096) static inline uint8_t mem[64 * 4096];
+};
+
+TEST_F(RegistrationCacheTest, HitsReuseTheRegistration) {
+  RegistrationCache cache(reg);
+  auto a = cache.acquire(mem + 100, 1000);
+  ASSERT_TRUE(a.ok()) << a.status().to_string();
+  EXPECT_EQ(a->base(), reinterpret_cast<uintptr_t>(mem)) << "rounded out to pages";
+  EXPECT_EQ(a->length(), 4096u);
+  auto b = cache.acquire(mem + 2000, 2000);  // inside the same page
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(b->keys().lkey, a->keys().lkey);
+  EXPECT_EQ(reg->registrations(), 1u);
+  CacheStats st = cache.stats();
+  EXPECT_EQ(st.hits, 1u);
+  EXPECT_EQ(st.misses, 1u);
+  EXPECT_EQ(st.entries, 1u);
+  EXPECT_EQ(st.bytes_registered, 4096u);
+}
+
+TEST_F(RegistrationCacheTest, OverlappingAndAdjacentRangesMergeIntoOne) {
+  RegistrationCache cache(reg);
+  ASSERT_TRUE(cache.acquire(mem, 4096).ok());             // page 0
+  ASSERT_TRUE(cache.acquire(mem + 2 * 4096, 4096).ok());  // page 2
+  EXPECT_EQ(cache.stats().entries, 2u);
+  auto all = cache.acquire(mem + 4096, 4096);  // page 1 touches both: one entry for 0..2
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(all->base(), reinterpret_cast<uintptr_t>(mem));
+  EXPECT_EQ(all->length(), 3u * 4096);
+  EXPECT_EQ(cache.stats().entries, 1u);
+  EXPECT_EQ(reg->live(), 1u) << "the unpinned pieces were deregistered";
+  EXPECT_EQ(cache.stats().merges, 2u);
+  auto inside = cache.acquire(mem + 100, 3 * 4096 - 200);
+  ASSERT_TRUE(inside.ok());
+  EXPECT_EQ(cache.stats().hits, 1u);
+}
+
+TEST_F(RegistrationCacheTest, LruEvictionUnderTheCapSparesPinnedEntries) {
+  CacheOptions o;
+  o.byte_cap = 2 * 4096;
+  RegistrationCache cache(reg, o);
+  auto pinned = cache.acquire(mem, 4096);  // held: must survive
+  ASSERT_TRUE(pinned.ok());
+  ASSERT_TRUE(cache.acquire(mem + 2 * 4096, 4096).ok());  // released at once: evictable
+  ASSERT_TRUE(cache.acquire(mem + 4 * 4096, 4096).ok());  // over the cap: the LRU unpinned one goes
+  CacheStats st = cache.stats();
+  EXPECT_EQ(st.evictions, 1u);
+  EXPECT_EQ(st.bytes_registered, 2u * 4096);
+  EXPECT_TRUE(reg->covers(pinned->keys().lkey, mem, 4096)) << "the pinned entry is still registered";
+  auto again = cache.acquire(mem + 4 * 4096, 100);  // the newest stayed
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(cache.stats().hits, 1u);
+}
+
+TEST_F(RegistrationCacheTest, InvalidationDropsEntriesAndDefersPinnedOnes) {
+  RegistrationCache cache(reg);
+  auto held = cache.acquire(mem, 4096);
+  ASSERT_TRUE(held.ok());
+  ASSERT_TRUE(cache.acquire(mem + 8 * 4096, 4096).ok());
+  EXPECT_EQ(cache.invalidate(mem + 8 * 4096 - 1, 2), 0u) << "one unpinned entry overlaps";
+  EXPECT_EQ(reg->live(), 1u);
+  EXPECT_EQ(cache.invalidate(mem + 5000, 1), 0u) << "nothing there";
+  EXPECT_EQ(cache.invalidate(mem, 10), 1u) << "the pinned entry leaves the index but stays registered";
+  EXPECT_EQ(reg->live(), 1u);
+  EXPECT_EQ(cache.stats().entries, 0u);
+  auto fresh = cache.acquire(mem, 4096);  // a new registration, not the invalidated one
+  ASSERT_TRUE(fresh.ok());
+  EXPECT_NE(fresh->keys().lkey, held->keys().lkey);
+  *held = RegistrationCache::Handle();
+  EXPECT_EQ(reg->live(), 1u) << "the invalidated entry went with its last handle";
+}
+
+TEST_F(RegistrationCacheTest, SlicesPinTheirRegistrationAndHandlesOutliveTheCache) {
+  Slice s;
+  {
+    RegistrationCache cache(reg);
+    auto got = cache.slice(mem + 10, 20, 2);
+    ASSERT_TRUE(got.ok());
+    s = std::move(*got);
+    EXPECT_TRUE(s.registered(2));
+    EXPECT_FALSE(s.registered(0));
+    EXPECT_TRUE(reg->covers(s.keys(2).lkey, s.data(), s.size()));
+  }
+  EXPECT_EQ(reg->live(), 1u) << "the slice still pins it after the cache is gone";
+  s = Slice();
+  EXPECT_EQ(reg->live(), 0u);
+  RegistrationCache cache(reg);
+  EXPECT_FALSE(cache.acquire(nullptr, 4).ok());
+  EXPECT_FALSE(cache.acquire(mem, 0).ok());
+  reg->fail_next(1);
+  EXPECT_FALSE(cache.acquire(mem, 4).ok());
+  EXPECT_EQ(cache.stats().entries, 0u);
+}
+
+}  // namespace
+}  // namespace conduit::memory
