@@ -32,7 +32,17 @@ for c in "${conditions[@]}"; do
 	done
 	for scheme in rdma auto; do
 		url=$([[ $scheme == rdma ]] && echo "rdma://$A:7101" || echo "auto://$A:7102?rdma_timeout_ms=5000")
-		out=$("$G" b run --timeout 200 -- "$STREAM" send "$url" --bytes "$bytes" --timeout 150) || true
+		job=c-$name-$scheme
+		job=${job//[^A-Za-z0-9_.-]/_}
+		"$G" b start "$job" -- "$STREAM" send "$url" --bytes "$bytes" --timeout 60
+		rc=0
+		out=$("$G" b wait "$job" --timeout 90 2>&1) || rc=$?
+		if [[ $rc == 124 ]]; then
+			echo "FAIL  $name $scheme://: the client did not end within 90 s (its --timeout is 60 s); its state:"
+			failures=$((failures + 1))
+			job_state b "$job"
+			"$G" b signal "$job" KILL || true
+		fi
 		conn=$(grep '^connected ' <<<"$out" | tail -n 1)
 		done_line=$(grep '^done ' <<<"$out" | tail -n 1)
 		printf '%-16s %-6s %-10s %10s %8s\n' "$name" "$scheme" "$(field "$conn" transport)" \
@@ -53,6 +63,6 @@ for job in srv-rdma srv-auto; do
 		[ "$(field "$summary" errors)" = 0 -a "$(field "$summary" ok)" = "${#conditions[@]}" ]
 done
 # Intact data is also the auto:// rule when it fell back: report which transport it used.
-rxe=$("$G" b run -- rdma statistic show link rxe0/1 2>/dev/null | tr ' ' '\n' | paste - - | grep -E 'completer_retry_err|rcvd_seq_err|duplicate_request|out_of_seq_request' | tr '\n' ' ' || true)
+rxe=$("$G" b run --timeout 30 -- rdma statistic show link rxe0/1 2>/dev/null | tr ' ' '\n' | paste - - | grep -E 'completer_retry_err|rcvd_seq_err|duplicate_request|out_of_seq_request' | tr '\n' ' ' || true)
 say "b's rxe0 counters after the run: $rxe"
 finish
