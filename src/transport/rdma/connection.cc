@@ -238,6 +238,7 @@ bool RdmaConnection::linger() {
   if (channel_watched_) (void)ctx_->loop().remove(res_->channel->fd());
   channel_watched_ = false;
   if (res_->srq_attached) res_->srq->orphan(res_->qpn);  // receives stay the pool's; the Closer reads none
+  stage_owned();
   Closer::Tx tx{tx_addr_, tx_rkey_, tx_.geometry().capacity(), tx_posted_, tx_.head()};
   auto closer = std::make_unique<Closer>(ctx_, std::move(res_), tx, peer_);
   Closer* raw = closer.get();
@@ -578,11 +579,13 @@ Status RdmaConnection::handle_completion(const Completion& wc) {
     case kWrCtrlSend:
       free_ctrl_slots_.push_back(wr_index(wc.wr_id));
       res_->tracker->on_signaled_completion();
+      release_sent();
       if (credit_blocked_) return_space();
       return {};
     case kWrData:
     case kWrBind:
       res_->tracker->on_signaled_completion();
+      release_sent();
       if (credit_blocked_) return_space();
       return {};
   }

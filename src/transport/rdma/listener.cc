@@ -137,6 +137,7 @@ class RdmaTransport final : public Transport {
 }  // namespace
 
 std::vector<SrqStats> srq_stats(reactor::EventLoop& loop) { return LoopContext::srq_stats(loop); }
+std::vector<ArenaStats> arena_stats(reactor::EventLoop& loop) { return LoopContext::arena_stats(loop); }
 
 }  // namespace rdma
 

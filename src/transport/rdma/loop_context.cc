@@ -117,6 +117,20 @@ std::vector<SrqStats> LoopContext::srq_stats(EventLoop& loop) {
   return out;
 }
 
+std::vector<ArenaStats> LoopContext::arena_stats(EventLoop& loop) {
+  std::vector<ArenaStats> out;
+  auto* ctx = static_cast<LoopContext*>(loop.slot(&kSlotKey));
+  if (ctx == nullptr) return out;
+  for (auto& [pd, a] : ctx->arenas_) {
+    ArenaStats st;
+    st.device = std::string(a->pd->context()->name());
+    st.pool = a->pool->stats();
+    if (a->rx_mw) st.rx = a->rx_mw->stats();
+    out.push_back(std::move(st));
+  }
+  return out;
+}
+
 void LoopContext::on_events(uint32_t) {
   // Bounded batch so a connection storm can't starve the loop.
   for (int i = 0; i < 64; ++i) {

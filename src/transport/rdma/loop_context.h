@@ -56,6 +56,7 @@ class LoopContext final : public reactor::FdHandler {
   // until the context goes).
   Result<std::shared_ptr<SrqPool>> srq_for(const std::shared_ptr<verbs::ProtectionDomain>& pd, uint32_t depth);
   static std::vector<SrqStats> srq_stats(reactor::EventLoop& loop);
+  static std::vector<ArenaStats> arena_stats(reactor::EventLoop& loop);
   void mark_pending(RdmaConnection* c) { pending_.insert(c); }
   void forget(RdmaConnection* c) { pending_.erase(c); }
 

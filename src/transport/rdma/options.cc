@@ -55,6 +55,9 @@ constexpr Row kRows[] = {
     Row::bytes_row("flush_bytes", "64K", 1, kMaxRxBuffer, &O::flush_bytes,
                    "a run of written bytes this large is posted at once; smaller writes are batched until the loop "
                    "is about to sleep"),
+    Row::bytes_row("zero_copy_min", "4K", 0, kMaxRxBuffer, &O::zero_copy_min,
+                   "`write_owned`: slices of `pool()` at least this large are RDMA-written from where they lie "
+                   "(one work request each); smaller ones are copied into the staging area and batched"),
     Row::custom_row("features", "all", parse_features, "`all`, `none`, mask",
                     "extensions to offer: bit 0 ring, bit 1 solicited (PROTOCOL.md); `none` behaves exactly like a "
                     "Valkey peer"),

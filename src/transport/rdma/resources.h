@@ -7,7 +7,9 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <memory>
+#include <utility>
 
 #include "conduit/verbs/verbs.h"
 #include "conduit/memory/buffer.h"
@@ -24,6 +26,9 @@ struct QpResources {
   std::unique_ptr<verbs::RegisteredBuffer> rx_private;  // scope=private: the receive area's own registration
   memory::Slice rx;    // our receive area, written by the peer (arena, or a view of rx_private)
   memory::Slice tx;    // arena: staging, mirrors the peer's receive buffer
+  // Application slices posted from (write_owned), with the tracker sequence of their WR:
+  // released once a completion covers it -- or with these resources, after the QP is gone.
+  std::deque<std::pair<uint64_t, memory::Slice>> sent_from;
   std::unique_ptr<verbs::MemoryWindow> mw;  // scope=mw: the peer's only key to rx
   uint32_t rx_rkey = 0;                     // what RegisterXferMemory advertises
   std::unique_ptr<verbs::CmId> id;
