@@ -3,9 +3,12 @@
 #   1. install dependencies (scripts/install-deps.sh)
 #   2. build twice with -Werror: RelWithDebInfo (build/) and ASan+UBSan (build-asan/), and
 #      the suites where threads meet once more with ThreadSanitizer (build-tsan/)
-#   3. run every test without the `rdma` label on the host, for those three builds
+#   3. run every test without the `rdma` or `twohost` label on the host, for those three builds
 #   4. boot the Soft-RoCE guest once (testbed/run) and run the `rdma`-labelled tests of both
 #      builds inside it, with CONDUIT_REQUIRE_RDMA=1 so a missing device fails, never skips
+#   5. boot two guests joined by a private link (testbed/run --hosts 2) and run the
+#      `twohost`-labelled fault scenarios of the plain build from the host, with
+#      CONDUIT_REQUIRE_TWOHOST=1 so that they fail instead of skipping
 # Exits non-zero if any step fails; ends with a one-line total.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -45,9 +48,9 @@ run_ctest() {  # run_ctest NAME CTEST_ARGS... ; output kept for the total
   if ! ctest "$@" --output-on-failure 2>&1 | tee "$logs/$name.log"; then status=1; fi
   grep -q "tests passed" "$logs/$name.log" || status=1
 }
-run_ctest host -LE rdma --test-dir build -j "$jobs"
-run_ctest host-asan -LE rdma --test-dir build-asan -j "$jobs"
-TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1} run_ctest host-tsan -LE rdma --test-dir build-tsan -j "$jobs"
+run_ctest host -LE 'rdma|twohost' --test-dir build -j "$jobs"
+run_ctest host-asan -LE 'rdma|twohost' --test-dir build-asan -j "$jobs"
+TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1} run_ctest host-tsan -LE 'rdma|twohost' --test-dir build-tsan -j "$jobs"
 
 echo "== rdma tests in the Soft-RoCE guest (testbed/run) =="
 # Soft-RoCE under TCG moves ~40 MB/s: stream 256 MiB per conformance case, not 1 GiB; and
@@ -68,6 +71,14 @@ if ! CONDUIT_REQUIRE_RDMA=1 CONDUIT_CONFORMANCE_STREAM_BYTES=${CONDUIT_CONFORMAN
   status=1
 fi
 
+echo "== two-host fault tests (testbed/run --hosts 2, plain build) =="
+# The scenarios run one at a time on the host and drive both guests (testbed/guest); each
+# takes 0.5-3 minutes on a loaded machine.
+if ! CONDUIT_REQUIRE_TWOHOST=1 testbed/run --hosts 2 --timeout "${CONDUIT_TWOHOST_TIMEOUT:-1800}" -- \
+  ctest --test-dir build -L twohost --output-on-failure -j1 2>&1 | tee "$logs/twohost.log"; then
+  status=1
+fi
+
 # One total across all runs, from ctest's own summaries.
 passed=0
 failed=0
@@ -77,8 +88,8 @@ while read -r p f; do
 done < <(cat "$logs"/*.log | sed -nE 's/^[0-9]+% tests passed, ([0-9]+) tests failed out of ([0-9]+)$/\2 \1/p' |
   awk '{print $1 - $2, $2}')
 runs=$(cat "$logs"/*.log | grep -cE '^[0-9]+% tests passed' || true)
-if ((runs < 5)); then
-  echo "test.sh: expected 5 ctest runs (host, host-asan, host-tsan, rdma, rdma-asan), saw $runs" >&2
+if ((runs < 6)); then
+  echo "test.sh: expected 6 ctest runs (host, host-asan, host-tsan, rdma, rdma-asan, twohost), saw $runs" >&2
   status=1
 fi
 echo "total: $passed passed, $failed failed"

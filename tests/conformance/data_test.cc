@@ -114,7 +114,10 @@ TEST_P(Conformance, StreamGiBInRandomChunksVerified) {
   w.start();
   ASSERT_TRUE(run_until(
       [&] { return (half_close ? r.ended() : r.received() >= total) || r.corrupt() || w.failed(); },
-      std::to_string(total) + " bytes streamed"));
+      std::to_string(total) + " bytes streamed",
+      // A GiB through Soft-RoCE under TCG takes 30-60 s on a loaded host: a deadline for a
+      // hang, not a speed check.
+      std::chrono::milliseconds(300'000)));
   const double secs = static_cast<double>(monotonic_ns() - t0) / 1e9;
   ASSERT_FALSE(w.failed()) << w.error().to_string();
   ASSERT_FALSE(r.corrupt()) << "stream corrupt at byte " << r.corrupt_at();

@@ -3,8 +3,11 @@
 #include <mutex>
 #include <utility>
 
+#include "conduit/base/clock.h"
 #include "conduit/base/log.h"
 #include "conduit/verbs/device.h"
+#include "fallback_schedule.h"
+#include "option_table.h"
 
 namespace conduit::transport {
 namespace {
@@ -13,22 +16,50 @@ using reactor::EventLoop;
 
 struct AutoOptions {
   uint64_t rdma_timeout_ms = 2000;
+  uint64_t rdma_retry_ms = 0;  // 0: try RDMA on every connect
+  uint64_t rdma_retry_max_ms = 60000;
   std::map<std::string, std::string> tcp, rdma;
 };
 
+// The process-wide per-destination schedule of RDMA retries (rdma_retry_ms).
+FallbackSchedule& schedule() {
+  static FallbackSchedule s;
+  return s;
+}
+
+// auto's own options (tcp.* and rdma.* go to the inner transports untouched).
+using AutoRow = OptionRow<AutoOptions>;
+constexpr AutoRow kAutoRows[] = {
+    AutoRow::number_row("rdma_timeout_ms", "2000", 1, 600000, &AutoOptions::rdma_timeout_ms,
+                        "how long the RDMA attempt may take before falling back")
+        .client(),
+    AutoRow::number_row("rdma_retry_ms", "0", 0, 86400000, &AutoOptions::rdma_retry_ms,
+                        "after a fallback, new connections to that host:port start on TCP without trying RDMA for "
+                        "this long, then try it again; 0 = try RDMA on every connect")
+        .client(),
+    AutoRow::number_row("rdma_retry_max_ms", "60000", 1, 86400000, &AutoOptions::rdma_retry_max_ms,
+                        "each consecutive fallback doubles that wait, up to this; an RDMA success forgets it")
+        .client(),
+};
+
 Result<AutoOptions> parse_options(const Endpoint& ep) {
-  AutoOptions o;
+  Endpoint own = ep;  // auto's own keys only, for the table
+  own.options.clear();
+  std::map<std::string, std::string> tcp, rdma;
   for (const auto& [k, v] : ep.options) {
-    if (k.rfind("tcp.", 0) == 0) {
-      o.tcp[k.substr(4)] = v;
-    } else if (k.rfind("rdma.", 0) == 0) {
-      o.rdma[k.substr(5)] = v;
-    } else if (k != "rdma_timeout_ms") {
-      return Status(Code::kInvalidArgument, "auto: unknown option '" + k + "' (use tcp.* or rdma.*)");
-    }
+    if (k.rfind("tcp.", 0) == 0)
+      tcp[k.substr(4)] = v;
+    else if (k.rfind("rdma.", 0) == 0)
+      rdma[k.substr(5)] = v;
+    else
+      own.options[k] = v;
   }
-  OptionReader r(ep);
-  CONDUIT_ASSIGN_OR_RETURN(o.rdma_timeout_ms, r.get_u64("rdma_timeout_ms", 2000, 1, 600000));
+  auto o = parse_option_table<AutoOptions>(kAutoRows, own);
+  if (!o.ok())
+    return Status(o.status().code(),
+                  std::string(o.status().message()) + " (inner transports' options take a tcp. or rdma. prefix)");
+  o->tcp = std::move(tcp);
+  o->rdma = std::move(rdma);
   return o;
 }
 
@@ -62,6 +93,14 @@ class AutoConnection final : public Connection {
   Status start() {
     Transport* rdma = find_transport("rdma");
     if (rdma != nullptr && rdma_device_present()) {
+      if (options_.rdma_retry_ms > 0) {
+        const FallbackSchedule::Decision d = schedule().decide(ep_.address, monotonic_ns());
+        if (!d.try_rdma) {
+          fallback_reason_ = "RDMA not tried for another " + std::to_string(d.retry_in_ms) + " ms after " +
+                             std::to_string(d.failures) + " failed attempt(s); last: " + d.last_reason;
+          return start_tcp();
+        }
+      }
       auto opts = options_.rdma;
       if (opts.count("connect_timeout_ms") == 0) opts["connect_timeout_ms"] = std::to_string(options_.rdma_timeout_ms);
       auto c = rdma->connect(loop_, inner(ep_, "rdma", opts), [this](Connection&, Status s) { on_rdma_done(s); });
@@ -70,6 +109,7 @@ class AutoConnection final : public Connection {
         return {};
       }
       fallback_reason_ = c.status().to_string();
+      note_rdma_failure();
     } else {
       fallback_reason_ = rdma == nullptr ? "no rdma transport" : "no active RDMA device on this host";
     }
@@ -126,8 +166,17 @@ class AutoConnection final : public Connection {
     return [this, h](Connection&) { h(*this); };
   }
 
+  // With rdma_retry_ms: the next connections to this destination start on TCP for a while.
+  void note_rdma_failure() {
+    if (options_.rdma_retry_ms == 0) return;
+    const uint64_t wait = schedule().on_rdma_failed(ep_.address, monotonic_ns(), options_.rdma_retry_ms,
+                                                    options_.rdma_retry_max_ms, fallback_reason_);
+    fallback_reason_ += "; RDMA is tried again in " + std::to_string(wait) + " ms";
+  }
+
   void on_rdma_done(Status s) {
     if (s.ok()) {
+      if (options_.rdma_retry_ms > 0) schedule().on_rdma_ok(ep_.address);
       CONDUIT_LOG(kInfo) << "auto://" << ep_.address << ": using RDMA";
       return finish(s);
     }
@@ -138,6 +187,7 @@ class AutoConnection final : public Connection {
       return finish(s);
     }
     fallback_reason_ = s.to_string();
+    note_rdma_failure();
     // Called from inside the RDMA connection: let it unwind before it is destroyed.
     loop_.destroy_later(std::move(inner_));
     if (Status t = start_tcp(); !t.ok()) {
@@ -200,6 +250,7 @@ class AutoListener final : public Listener {
 class AutoTransport final : public Transport {
  public:
   std::string_view scheme() const override { return "auto"; }
+  std::vector<OptionDoc> options() const override { return document_option_table<AutoOptions>(kAutoRows); }
 
   Result<std::unique_ptr<Listener>> listen(EventLoop& loop, const Endpoint& ep, AcceptCallback on_accept) override {
     CONDUIT_ASSIGN_OR_RETURN(AutoOptions o, parse_options(ep));

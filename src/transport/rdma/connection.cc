@@ -381,6 +381,8 @@ void RdmaConnection::open() {
 
 void RdmaConnection::arm_keepalive() {
   if (options_.keepalive_ms == 0 && options_.keepalive_timeout_ms == 0) return;
+  ack_seen_completed_ = res_->tracker->completed();
+  ack_progress_ns_ = monotonic_ns();
   const uint64_t period = options_.keepalive_ms != 0 ? options_.keepalive_ms : options_.keepalive_timeout_ms / 2 + 1;
   keepalive_timer_ = ctx_->loop().run_every(period * kMs, [this] { check_keepalive(); });
 }
@@ -392,7 +394,27 @@ void RdmaConnection::check_keepalive() {
   // send completions waiting there free the control slot the keepalive needs.
   if (Status s = process_cq(); !s.ok()) return fail(s);
   if (!sending()) return;
+  const uint64_t now = monotonic_ns();
   if (options_.keepalive_ms != 0) {
+    // Acknowledgement watchdog: while work requests are outstanding, completions must keep
+    // coming (the peer's NIC acknowledges them, whatever its application does).  A dead or
+    // partitioned peer is normally found by the QP's retry budget, but that budget is the
+    // *client's* choice (ib_cm copies its retry_count into both QPs) and Soft-RoCE treats
+    // retry_cnt 7 -- what Valkey's client asks for -- as "retry forever"; RNR retry is
+    // unlimited by design (the SRQ extension relies on it).  This bounds detection by
+    // keepalive_timeout_ms whatever the QP does.  Only with keepalives on: a signalled
+    // Keepalive each period guarantees a completion is due whenever anything is outstanding.
+    const SignalTracker& t = *res_->tracker;
+    if (t.outstanding() == 0 || t.completed() != ack_seen_completed_) {
+      ack_seen_completed_ = t.completed();
+      ack_progress_ns_ = now;
+    } else if (options_.keepalive_timeout_ms != 0 && now - ack_progress_ns_ > options_.keepalive_timeout_ms * kMs) {
+      return fail(Status(Code::kIoError, "rdma: " + peer_ + " acknowledged nothing for " +
+                                             std::to_string((now - ack_progress_ns_) / kMs) + " ms with " +
+                                             std::to_string(t.outstanding()) +
+                                             " work requests outstanding (dead peer or partition; keepalive_timeout_ms=" +
+                                             std::to_string(options_.keepalive_timeout_ms) + ")"));
+    }
     // No free control slot or send-queue room means our sends are on the wire anyway: the
     // peer hears from us without this keepalive.
     Status s = send_ctrl(CtrlMsg::keepalive());
@@ -401,7 +423,7 @@ void RdmaConnection::check_keepalive() {
   // Only peers known to send keepalives can be timed out: Valkey's client library never
   // sends them, and an idle client is not a dead one.
   if (options_.keepalive_timeout_ms != 0 && (peer_keepalive_seen_ || features_ != 0) &&
-      monotonic_ns() - last_rx_ns_ > options_.keepalive_timeout_ms * kMs)
+      now - last_rx_ns_ > options_.keepalive_timeout_ms * kMs)
     fail(Status(Code::kProtocolError, "rdma: no keepalive from " + peer_ + " for " +
                                           std::to_string(options_.keepalive_timeout_ms) + " ms"));
 }
@@ -527,16 +549,12 @@ Status RdmaConnection::handle_ctrl(const CtrlMsg& m) {
         // A client asks: answer with the select it named and the bits we offer there.
         CtrlMsg reply = CtrlMsg::feature(Opcode::kGetServerFeature, m.select == 0 ? options_.feature_mask : 0);
         reply.select = m.select;
-        return send_ctrl(reply);
+        return send_feature(reply);
       }
       // The server's answer: switch on what both sides support (a Valkey server says 0,
       // and must then never see a SetClientFeature with bits set).
       const uint64_t chosen = m.select == 0 ? (m.features & options_.feature_mask) : 0;
-      if (chosen != 0) {
-        CONDUIT_RETURN_IF_ERROR(send_ctrl(CtrlMsg::feature(Opcode::kSetClientFeature, chosen)));
-        features_ = chosen;
-        on_features();
-      }
+      if (chosen != 0) return send_feature(CtrlMsg::feature(Opcode::kSetClientFeature, chosen));
       return {};
     }
     case Opcode::kSetClientFeature:
@@ -554,6 +572,25 @@ Status RdmaConnection::handle_ctrl(const CtrlMsg& m) {
 // space already consumed is credited from now on (ring), and a batch posted before without
 // a solicited tail gets one before the loop sleeps (solicited); the CQ is armed for
 // solicited completions at the next re-arm.
+// The feature exchange may meet a send queue full of data (the stream is usable before it
+// ends: Valkey's client never waits for it): a message that finds no room waits for the next
+// send completion instead of failing the connection.  A SetClientFeature takes effect here
+// once posted (the peer switches when it arrives, after everything posted before it).
+Status RdmaConnection::send_feature(const CtrlMsg& m) {
+  Status s = send_ctrl(m);
+  if (s.code() == Code::kResourceExhausted) {
+    deferred_feature_ = m;
+    return {};
+  }
+  CONDUIT_RETURN_IF_ERROR(s);
+  deferred_feature_.reset();
+  if (m.opcode == static_cast<uint16_t>(Opcode::kSetClientFeature)) {
+    features_ = m.features;
+    on_features();
+  }
+  return {};
+}
+
 void RdmaConnection::on_features() {
   CONDUIT_LOG(kDebug) << "rdma: " << peer_ << " negotiated features " << features_;
   ctx_->mark_pending(this);
@@ -587,12 +624,14 @@ Status RdmaConnection::handle_completion(const Completion& wc) {
       res_->tracker->on_signaled_completion();
       release_sent();
       if (credit_blocked_) return_space();
+      if (deferred_feature_) return send_feature(*deferred_feature_);
       return {};
     case kWrData:
     case kWrBind:
       res_->tracker->on_signaled_completion();
       release_sent();
       if (credit_blocked_) return_space();
+      if (deferred_feature_) return send_feature(*deferred_feature_);
       return {};
   }
   return Status(Code::kInternal, "rdma: completion with unknown wr_id " + std::to_string(wc.wr_id));

@@ -8,6 +8,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -120,7 +121,9 @@ class RdmaConnection final : public Connection, public reactor::FdHandler, publi
   // Something we want to post may have to wait for a send completion (a send-queue slot or
   // a control slot): the CQ must then raise events for send completions too, which a CQ
   // armed for solicited completions only does not.
-  bool needs_send_events() const { return tx_unposted() || credit_blocked_ || free_ctrl_slots_.empty(); }
+  bool needs_send_events() const {
+    return tx_unposted() || credit_blocked_ || deferred_feature_.has_value() || free_ctrl_slots_.empty();
+  }
   bool wants_service() const;
   bool linger();
 
@@ -147,6 +150,7 @@ class RdmaConnection final : public Connection, public reactor::FdHandler, publi
   bool busy_poll();
   Status handle_completion(const verbs::Completion& wc);
   Status handle_ctrl(const CtrlMsg& m);
+  Status send_feature(const CtrlMsg& m);
   void on_features();
   Status register_rx();
   Status bind_rx_window();
@@ -208,12 +212,15 @@ class RdmaConnection final : public Connection, public reactor::FdHandler, publi
   bool error_told_writer_ = false;
   bool unsolicited_tail_ = false;  // the last data WR went out without IBV_SEND_SOLICITED
   bool credit_blocked_ = false;    // a Credit is due but no control slot was free
+  std::optional<CtrlMsg> deferred_feature_;  // a feature message that found no room yet
   bool armed_solicited_ = false;   // the CQ is armed for solicited completions only
   bool poll_again_ = false;        // re-armed for all completions: poll before sleeping
 
   bool peer_keepalive_seen_ = false;
   uint64_t features_ = 0;
   uint64_t last_rx_ns_ = 0;
+  uint64_t ack_seen_completed_ = 0;  // acknowledgement watchdog: SignalTracker::completed() last seen
+  uint64_t ack_progress_ns_ = 0;     // ... and when it last moved (or nothing was outstanding)
   reactor::TimerId keepalive_timer_ = 0;
   reactor::TimerId connect_timer_ = 0;
   uint64_t busy_since_ns_ = 0;  // busy polling: last time the CQ had work (0 = not polling)

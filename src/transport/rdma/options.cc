@@ -66,8 +66,9 @@ constexpr Row kRows[] = {
         .default_is("`rx_buffer`/4"),
     Row::number_row("keepalive_ms", "3000", 0, 3'600'000, &O::keepalive_ms, "send a Keepalive this often (0 = never)"),
     Row::number_row("keepalive_timeout_ms", "10000", 0, 3'600'000, &O::keepalive_timeout_ms,
-                    "drop a peer that sends keepalives (or negotiated extensions) and then goes silent this long "
-                    "(0 = never)"),
+                    "drop a peer that sends keepalives (or negotiated extensions) and then goes silent this long; "
+                    "with `keepalive_ms` on, also any peer that leaves our sends unacknowledged this long "
+                    "(FAILURES.md; 0 = never)"),
     Row::number_row("connect_timeout_ms", "10000", 1, 3'600'000, &O::connect_timeout_ms,
                     "address/route resolution, connection and the peer's first `RegisterXferMemory`; on a listener, "
                     "the bound on each inbound handshake"),
