@@ -1,5 +1,8 @@
 #include "engine.h"
 
+#include <pthread.h>
+#include <signal.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -15,18 +18,21 @@ Engine* Engine::get() {
   if (p.engine != nullptr) return p.engine;
   static bool failed_once = false;
   Result<std::unique_ptr<reactor::EventLoop>> loop = reactor::EventLoop::create();
-  if (!loop.ok()) {
-    if (!failed_once) CONDUIT_LOG(kError) << "conduit-preload: no event loop: " << loop.status().to_string();
+  UniqueFd bell(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  if (!loop.ok() || !bell) {
+    if (!failed_once)
+      CONDUIT_LOG(kError) << "conduit-preload: no event loop: "
+                          << (loop.ok() ? std::string("eventfd failed") : loop.status().to_string());
     failed_once = true;
     return nullptr;
   }
-  p.engine = new Engine(std::move(loop).value());
+  p.engine = new Engine(std::move(loop).value(), std::move(bell));
   p.engine->loop().adopt_current_thread();
   register_exit_handler();
   return p.engine;
 }
 
-Engine::Engine(std::unique_ptr<reactor::EventLoop> loop) : loop_(std::move(loop)) {
+Engine::Engine(std::unique_ptr<reactor::EventLoop> loop, UniqueFd bell) : loop_(std::move(loop)), bell_(std::move(bell)) {
   marker_ = (kMarkerTag << 32) | static_cast<uint32_t>(process().pid);
   started_unix_ms_ = static_cast<uint64_t>(::time(nullptr)) * 1000;
   last_drive_ns_ = monotonic_ns();
@@ -71,9 +77,30 @@ void Engine::drive() {
   const uint64_t runs = handler_runs_;
   if (Status st = loop_->run_once(0); !st.ok()) CONDUIT_LOG(kWarn) << "conduit-preload: loop: " << st.to_string();
   last_drive_ns_ = monotonic_ns();
-  // Another thread blocked on the backend fd may be waiting for what just became ready; this
-  // thread drained the events that would have woken it.
-  if (runs != handler_runs_ && waiters > 0) loop_->wake();
+  // Another thread blocked in a kernel wait may be waiting for what just became ready, and
+  // this thread drained the loop events that would have woken it.  The loop's own wake() is
+  // no use here: the next drive() drains it too, possibly before the sleeper runs, and a
+  // poll() that finds its fd unready again goes back to sleep.  So the bell: readable until
+  // every thread that was waiting when it rang has come back (end_wait).
+  if (runs != handler_runs_ && waiters > 0) {
+    if (unanswered_ == 0) {
+      const uint64_t one = 1;
+      ssize_t n = sys().write(bell_.get(), &one, sizeof one);
+      (void)n;
+    }
+    unanswered_ = waiters;
+    ++ring_gen_;
+  }
+}
+
+void Engine::end_wait(uint64_t gen) {
+  --waiters;
+  if (gen == ring_gen_ || unanswered_ == 0) return;
+  if (--unanswered_ == 0) {
+    uint64_t v;
+    ssize_t n = sys().read(bell_.get(), &v, sizeof v);
+    (void)n;
+  }
 }
 
 int Engine::poll_timeout_ms() {
@@ -139,7 +166,13 @@ void Engine::shutdown_at_exit() {
 // try_lock, never waiting behind the program's threads.
 
 void Engine::start_progress_thread() {
+  // Created with every signal blocked (it inherits the mask): a signal sent to the process
+  // must reach the program's threads, as if this one did not exist.
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, &old);
   progress_ = std::thread([this] { progress_main(); });
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
 }
 
 void Engine::stop_progress_thread() {

@@ -63,6 +63,17 @@ class Engine {
   // program could hold: the top bits are not a canonical x86-64 address).
   uint64_t marker() const { return marker_; }
   static bool is_marker(uint64_t data) { return (data >> 32) == kMarkerTag; }
+  // The waiters' bell: an eventfd every kernel wait of ours includes (poll sets directly, the
+  // program's epoll instances under bell_marker()).  See drive().
+  int bell_fd() const { return bell_.get(); }
+  uint64_t bell_marker() const { return marker_ | 0x80000000ull; }
+  // Around each kernel wait (under the lock): counts the waiter, and after it clears the bell
+  // once every thread that was waiting when it rang has come back.
+  uint64_t begin_wait() {
+    ++waiters;
+    return ring_gen_;
+  }
+  void end_wait(uint64_t gen);
 
   // One non-blocking iteration of the loop, after installing the handlers that sockets
   // asked for; wakes the other waiting threads if a handler of ours ran.
@@ -97,7 +108,7 @@ class Engine {
  private:
   friend struct TcpWatch;
   static constexpr uint64_t kMarkerTag = 0xC0DCF00Dull;
-  explicit Engine(std::unique_ptr<reactor::EventLoop> loop);
+  Engine(std::unique_ptr<reactor::EventLoop> loop, UniqueFd bell);
 
   // negotiate.cc
   void fast_connected(Socket& s, Status st);
@@ -123,7 +134,10 @@ class Engine {
   std::unique_ptr<reactor::EventLoop> loop_;
   uint64_t marker_ = 0;
   std::vector<Socket*> rx_wanted_, tx_wanted_;
-  uint64_t handler_runs_ = 0;  // our handlers bump it: drive() wakes waiters when it moved
+  uint64_t handler_runs_ = 0;  // our handlers bump it: drive() rings the bell when it moved
+  UniqueFd bell_;
+  uint64_t ring_gen_ = 0;      // rings so far
+  int unanswered_ = 0;         // waiters of the last ring that have not come back yet
   uint64_t last_drive_ns_ = 0;
   std::map<uint16_t, std::weak_ptr<Rendezvous>> rendezvous_;
   std::map<uint64_t, std::unique_ptr<Announce>> announces_;  // by id

@@ -65,6 +65,8 @@ void ensure_marker(Epoll& e) {
   ev.events = EPOLLIN;
   ev.data.u64 = eng->marker();
   if (sys().epoll_ctl(e.fd, EPOLL_CTL_ADD, eng->backend_fd(), &ev) != 0 && errno != EEXIST) return;
+  ev.data.u64 = eng->bell_marker();
+  if (sys().epoll_ctl(e.fd, EPOLL_CTL_ADD, eng->bell_fd(), &ev) != 0 && errno != EEXIST) return;
   e.marker = true;
   set_tag(e.fd, kTagTracked | kTagEngine);
   for (Membership* p : e.parents) ensure_marker(*p->epoll);
@@ -88,9 +90,18 @@ std::shared_ptr<Epoll> adopt_epoll(int fd) {
 
 class EpollSet final : public WaitSet {
  public:
-  EpollSet(Epoll& e, epoll_event* out, int max) : e_(e), out_(out), max_(max) {}
+  // Every other call looks at the kernel's fds first, so that with a small maxevents
+  // neither our members nor the program's own fds starve (the kernel round-robins its ready
+  // list the same way).
+  EpollSet(Epoll& e, epoll_event* out, int max) : e_(e), out_(out), max_(max), kernel_first_(++e.turn % 2 == 0) {}
   int collect() override {
     int added = 0;
+    if (kernel_first_) {
+      kernel_first_ = false;
+      bool b = false;
+      const int k = kernel_wait(-1, -1, 0, nullptr, &b);
+      if (k > 0) added += k;
+    }
     const size_t n = e_.members.size();
     if (n == 0) return 0;
     const size_t start = e_.cursor % n;
@@ -98,6 +109,7 @@ class EpollSet final : public WaitSet {
       Membership& m = *e_.members[(start + k) % n];
       const uint32_t got = member_events(m);
       if (got == 0) continue;
+      if (m.child && already_filled(m.data.u64)) continue;  // the kernel reported it already
       out_[filled_].events = got;
       out_[filled_].data = m.data;
       ++filled_;
@@ -111,23 +123,24 @@ class EpollSet final : public WaitSet {
     e_.cursor = start + 1;
     return added;
   }
-  int kernel_wait(int, int timeout_ms, const sigset_t* mask, bool* backend_ready) override {
+  int kernel_wait(int, int, int timeout_ms, const sigset_t* mask, bool* backend_ready) override {
     const int room = max_ - filled_;
     if (room <= 0) return 0;
     epoll_event* dst = out_ + filled_;
     const int n = sys().epoll_pwait(e_.fd, dst, room, timeout_ms, mask);
     if (n < 0) return -1;
     Engine* eng = process().engine;
-    const uint64_t ours = eng ? eng->marker() : 0;
+    const uint64_t ours = eng ? eng->marker() : 0, bell = eng ? eng->bell_marker() : 0;
     int kept = 0;
     bool foreign = false;
     for (int i = 0; i < n; ++i) {
       const uint64_t d = dst[i].data.u64;
       if (Engine::is_marker(d)) {
-        if (d == ours) *backend_ready = true;
+        if (d == ours || d == bell) *backend_ready = true;
         else foreign = true;  // a parent process' loop (fork): not ours to drain
         continue;
       }
+      if (child_reported(d)) continue;  // a nested instance we reported for its members of ours
       dst[kept++] = dst[i];
     }
     if (kept == 0 && foreign && !*backend_ready) {
@@ -140,6 +153,20 @@ class EpollSet final : public WaitSet {
   bool backend_usable() const override { return !e_.inherited || !has_user_members(); }
 
  private:
+  // A nested instance is readable both through the kernel (its own kernel members, the
+  // backend fd in it) and through its members of ours: report it once.
+  bool already_filled(uint64_t data) const {
+    for (int i = 0; i < filled_; ++i)
+      if (out_[i].data.u64 == data) return true;
+    return false;
+  }
+  bool child_reported(uint64_t data) const {
+    for (int i = 0; i < filled_; ++i)
+      if (out_[i].data.u64 == data)
+        for (const auto& m : e_.members)
+          if (m->child && m->data.u64 == data) return true;
+    return false;
+  }
   bool has_user_members() const {
     for (const auto& m : e_.members)
       if (!m->in_kernel || m->child) return true;
@@ -149,6 +176,7 @@ class EpollSet final : public WaitSet {
   epoll_event* out_;
   int max_;
   int filled_ = 0;
+  bool kernel_first_;
 };
 
 }  // namespace

@@ -99,7 +99,9 @@ ssize_t channel_read(Socket& s, std::span<uint8_t> buf) {
       return -1;
     }
     s.bytes_in += *r;
-    if (*r < buf.size()) lost_rx(s);
+    // Whether more is there is unknown until the channel says so: its read handler, installed
+    // at the next drive, runs at once if data remains.  (Level-triggered waits stay exact.)
+    lost_rx(s);
     return static_cast<ssize_t>(*r);
   }
   if (r.status().would_block()) {
@@ -352,6 +354,8 @@ int sock_shutdown(Socket& s, int how, int* err) {
   if (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR) return *err = EINVAL, -1;
   if (s.phase == Phase::kForked) return *err = ENOTCONN, -1;
   if (s.phase != Phase::kFast) return *err = ENOTCONN, -1;
+  // Both directions closed (our FIN sent, the peer's read) or reset: TCP says ENOTCONN.
+  if ((s.shut_wr && s.eof) || s.failed) return *err = ENOTCONN, -1;
   if (how == SHUT_RD || how == SHUT_RDWR) {
     s.shut_rd = true;
     ++s.rx_gen;

@@ -287,7 +287,7 @@ CONDUIT_EXPORT ssize_t splice(int in_fd, loff_t* in_off, int out_fd, loff_t* out
   const bool in_ours = ours(in_fd), out_ours = ours(out_fd);
   if (!in_ours && !out_ours) return sys().splice(in_fd, in_off, out_fd, out_off, len, flags);
   if (in_ours && out_ours) return errno = EINVAL, -1;  // splice needs a pipe on one side
-  if ((in_ours && in_off != nullptr) || (out_ours && out_off != nullptr)) return errno = ESPIPE, -1;
+  if ((in_ours && in_off != nullptr) || (out_ours && out_off != nullptr)) return errno = EINVAL, -1;  // as for a socket
   if (out_ours) {
     // pipe -> fast socket.  A pipe cannot take bytes back, so each chunk goes out whole.
     return copy_into(

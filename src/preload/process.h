@@ -82,6 +82,7 @@ struct Epoll {
   bool marker = false;     // the engine's backend fd is in the kernel instance
   bool inherited = false;  // created before fork(): shared with the parent, no marker of ours
   size_t cursor = 0;       // where the next collect starts (fairness under a small maxevents)
+  uint64_t turn = 0;       // waits so far: every other one looks at the kernel's fds first
   std::vector<std::unique_ptr<Membership>> members;
   std::vector<Membership*> parents;  // memberships of this instance in other instances
 };

@@ -57,6 +57,7 @@ void Engine::write_status_now() {
   ProcessStatus ps;
   ps.pid = p.pid;
   ps.exe = self_exe();
+  ps.name = program_invocation_short_name;
   ps.mode = std::string(policy_name(options().mode));
   ps.started_ms = started_unix_ms_;
   ps.fast = p.total_fast;

@@ -67,7 +67,8 @@ std::string exe_of(pid_t pid) {
 
 std::string format_status(const ProcessStatus& p) {
   std::string out = "conduit-preload-status\tv=1\n";
-  out += "process\tpid=" + std::to_string(p.pid) + "\texe=" + clean(p.exe) + "\tmode=" + clean(p.mode) +
+  out += "process\tpid=" + std::to_string(p.pid) + "\texe=" + clean(p.exe) + "\tname=" + clean(p.name) +
+         "\tmode=" + clean(p.mode) +
          "\tstarted_ms=" + std::to_string(p.started_ms) + "\tfast=" + std::to_string(p.fast) +
          "\ttcp=" + std::to_string(p.tcp) + "\tfallback=" + std::to_string(p.fallback) +
          "\tio_uring=" + (p.io_uring ? "1" : "0") + "\n";
@@ -98,6 +99,7 @@ Result<ProcessStatus> parse_status(std::string_view text) {
       for_fields(line, [&](std::string_view k, std::string_view v) {
         if (k == "pid") p.pid = static_cast<pid_t>(to_u64(v));
         else if (k == "exe") p.exe = std::string(v);
+        else if (k == "name") p.name = std::string(v);
         else if (k == "mode") p.mode = std::string(v);
         else if (k == "started_ms") p.started_ms = to_u64(v);
         else if (k == "fast") p.fast = to_u64(v);
@@ -182,7 +184,7 @@ std::string render_table(const std::vector<ProcessStatus>& all) {
                 "ROLE", "STATE", "MODE", "LOCAL", "PEER", "BYTES_IN", "BYTES_OUT", "REASON");
   out += line;
   for (const ProcessStatus& p : all) {
-    std::string prog = p.exe.substr(p.exe.find_last_of('/') + 1);
+    std::string prog = !p.name.empty() ? p.name : p.exe.substr(p.exe.find_last_of('/') + 1);
     if (prog.size() > 16) prog.resize(16);
     for (const SocketStatus& s : p.sockets) {
       std::snprintf(line, sizeof line, "%-8d %-16s %5d %-8s %-15s %-5s %-24s %-24s %12llu %12llu  %s\n",
@@ -205,7 +207,7 @@ std::string render_json(const std::vector<ProcessStatus>& all) {
   for (size_t i = 0; i < all.size(); ++i) {
     const ProcessStatus& p = all[i];
     out += (i ? ",\n" : "\n");
-    out += "{\"pid\":" + std::to_string(p.pid) + ",\"exe\":" + json_string(p.exe) + ",\"mode\":" + json_string(p.mode) +
+    out += "{\"pid\":" + std::to_string(p.pid) + ",\"exe\":" + json_string(p.exe) + ",\"name\":" + json_string(p.name) + ",\"mode\":" + json_string(p.mode) +
            ",\"started_ms\":" + std::to_string(p.started_ms) + ",\"fast\":" + std::to_string(p.fast) +
            ",\"tcp\":" + std::to_string(p.tcp) + ",\"fallback\":" + std::to_string(p.fallback) +
            ",\"io_uring\":" + (p.io_uring ? "true" : "false") + ",\"sockets\":[";

@@ -7,7 +7,7 @@
 // line, fields tab-separated as key=value (values never contain tabs or newlines):
 //
 //   conduit-preload-status   v=1
-//   process  pid=  exe=  mode=  started_ms=  fast=  tcp=  fallback=  io_uring=
+//   process  pid=  exe=  name=  mode=  started_ms=  fast=  tcp=  fallback=  io_uring=
 //   socket   fd=  role=  phase=  mode=  local=  peer=  bytes_in=  bytes_out=  age_ms=  reason=
 //
 // Unknown keys are ignored by readers, so fields can be added without breaking them.
@@ -39,6 +39,7 @@ struct SocketStatus {
 struct ProcessStatus {
   pid_t pid = 0;
   std::string exe;       // /proc/self/exe when written (a reader drops files whose pid now runs another program)
+  std::string name;      // the process' name (comm), e.g. redis-server
   std::string mode;      // the policy (auto, shm, rdma, tcp)
   uint64_t started_ms = 0;  // unix time the engine started
   uint64_t fast = 0, tcp = 0, fallback = 0;  // decisions so far: fast, plain TCP, of which fallbacks

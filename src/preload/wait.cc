@@ -15,8 +15,6 @@
 namespace conduit::preload {
 namespace {
 
-constexpr int kSharedWaitCapMs = 10;  // see wait_for: another thread may drain our wakeup
-
 timespec to_timespec(int ms) {
   timespec ts{};
   ts.tv_sec = ms / 1000;
@@ -43,15 +41,17 @@ class CondSet final : public WaitSet {
     if (s_->phase != Phase::kFast && s_->phase != Phase::kForked) return negotiating(s_->phase) ? 0 : 1;
     return (readiness(*s_) & (events_ | EPOLLERR | EPOLLHUP)) != 0 ? 1 : 0;
   }
-  int kernel_wait(int backend, int timeout_ms, const sigset_t* mask, bool* backend_ready) override {
-    pollfd p[2];
+  int kernel_wait(int backend, int bell, int timeout_ms, const sigset_t* mask, bool* backend_ready) override {
+    pollfd p[3];
     nfds_t n = 0;
     if (kfd_ >= 0) p[n++] = {kfd_, kevents_, 0};
     const nfds_t b = n;
     if (backend >= 0) p[n++] = {backend, POLLIN, 0};
+    if (bell >= 0) p[n++] = {bell, POLLIN, 0};
     const int r = kernel_poll(p, n, timeout_ms, mask);
     if (r < 0) return -1;
-    *backend_ready = backend >= 0 && p[b].revents != 0;
+    for (nfds_t i = b; i < n; ++i)
+      if (p[i].revents != 0) *backend_ready = true;
     return kfd_ >= 0 && p[0].revents != 0 ? 1 : 0;
   }
 
@@ -68,7 +68,8 @@ class PollSet final : public WaitSet {
  public:
   // Per call, not per thread: a signal handler may poll() while this one waits.
   PollSet(pollfd* fds, nfds_t n) : app_(fds), n_(n), kernel_(fds, fds + n), ours_(n) {
-    kernel_.push_back({-1, POLLIN, 0});
+    kernel_.push_back({-1, POLLIN, 0});  // the backend
+    kernel_.push_back({-1, POLLIN, 0});  // the bell
     for (nfds_t i = 0; i < n; ++i) {
       const int fd = fds[i].fd;
       if (fd < 0 || !(fd_tag(fd) & kTagEngine)) continue;
@@ -88,6 +89,13 @@ class PollSet final : public WaitSet {
     for (nfds_t i = 0; i < n_; ++i) {
       Socket* s = ours_[i].get();
       if (s == nullptr) continue;
+      if (!user_ready_phase(s->phase) && !s->closed()) {
+        // Decided plain TCP during this wait: from now on the kernel answers for it.
+        kernel_[i].fd = app_[i].fd;
+        kernel_[i].revents = 0;
+        ours_[i].reset();
+        continue;
+      }
       const short want = app_[i].events;
       uint32_t r = readiness(*s, (want & POLLRDHUP) != 0);
       // poll reports HUP and ERR whether asked or not; the rest only when asked.
@@ -103,15 +111,16 @@ class PollSet final : public WaitSet {
     }
     return ready;
   }
-  int kernel_wait(int backend, int timeout_ms, const sigset_t* mask, bool* backend_ready) override {
+  int kernel_wait(int backend, int bell, int timeout_ms, const sigset_t* mask, bool* backend_ready) override {
     std::vector<pollfd>& k = kernel_;
     k[n_].fd = backend;
+    k[n_ + 1].fd = bell;
     // Entries of ours keep the revents collect() gave them; the kernel zeroes fd -1 entries.
     std::vector<short> saved(n_);
     for (nfds_t i = 0; i < n_; ++i) saved[i] = ours_[i] ? k[i].revents : 0;
-    const int r = kernel_poll(k.data(), n_ + 1, timeout_ms, mask);
+    const int r = kernel_poll(k.data(), n_ + 2, timeout_ms, mask);
     if (r < 0) return -1;
-    *backend_ready = backend >= 0 && k[n_].revents != 0;
+    *backend_ready = (backend >= 0 && k[n_].revents != 0) || (bell >= 0 && k[n_ + 1].revents != 0);
     int ready = 0;
     for (nfds_t i = 0; i < n_; ++i) {
       if (ours_[i]) k[i].revents = saved[i];
@@ -167,30 +176,28 @@ int wait_for(EngineLock& lk, WaitSet& ws, int timeout_ms, const sigset_t* mask) 
       // Ours are ready: look at the program's own fds without blocking, then return both.
       bool b = false;
       lk.unlock();
-      const int k = ws.kernel_wait(-1, 0, mask, &b);
+      const int k = ws.kernel_wait(-1, -1, 0, mask, &b);
       lk.lock();
       return ready + (k > 0 ? k : 0);
     }
     const uint64_t now = monotonic_ns();
     int t = timeout_ms < 0 ? -1 : (now >= deadline ? 0 : static_cast<int>((deadline - now + 999'999) / 1'000'000));
-    int backend = -1;
+    int backend = -1, bell = -1;
+    uint64_t gen = 0;
     if (e != nullptr) {
       backend = e->backend_fd();
+      bell = e->bell_fd();
       const int pt = e->poll_timeout_ms();
       if (pt >= 0 && (t < 0 || pt < t)) t = pt;
-      // Another thread already blocks on the backend: a wakeup meant for one of us may be
-      // drained by the other's drive(), so neither sleeps long (drive() wakes the others
-      // whenever it ran a handler of ours; this bounds the rare race with a third driver).
-      if (e->waiters > 0 && (t < 0 || t > kSharedWaitCapMs)) t = kSharedWaitCapMs;
       if (!ws.backend_usable() && (t < 0 || t > 1)) t = 1;
-      ++e->waiters;
+      gen = e->begin_wait();
     }
     bool backend_ready = false;
     lk.unlock();
-    const int k = ws.kernel_wait(backend, t, mask, &backend_ready);
+    const int k = ws.kernel_wait(backend, bell, t, mask, &backend_ready);
     const int err = errno;
     lk.lock();
-    if (e != nullptr && process().engine == e) --e->waiters;
+    if (e != nullptr && process().engine == e) e->end_wait(gen);
     if (k < 0) {
       errno = err;
       return -1;

@@ -23,11 +23,11 @@ class WaitSet {
   // Under the lock, after the engine ran: how many entries of ours are ready now (recorded
   // in the set's own output).
   virtual int collect() = 0;
-  // Without the lock: the kernel wait on the program's fds plus `backend` (-1: none) for at
-  // most timeout_ms (-1: forever) under `mask` (null: the thread's).  Returns how many of the
-  // program's fds are ready (the backend not counted), or -1 with errno; sets
-  // *backend_ready.
-  virtual int kernel_wait(int backend, int timeout_ms, const sigset_t* mask, bool* backend_ready) = 0;
+  // Without the lock: the kernel wait on the program's fds plus the engine's `backend` and
+  // `bell` fds (-1: none) for at most timeout_ms (-1: forever) under `mask` (null: the
+  // thread's).  Returns how many of the program's fds are ready (ours not counted), or -1
+  // with errno; sets *backend_ready if the backend or the bell was.
+  virtual int kernel_wait(int backend, int bell, int timeout_ms, const sigset_t* mask, bool* backend_ready) = 0;
   // False for an epoll instance inherited across fork (no backend fd of ours in it): then
   // the wait sleeps in 1 ms slices and looks again.
   virtual bool backend_usable() const { return true; }
