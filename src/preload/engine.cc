@@ -81,13 +81,12 @@ void Engine::drive() {
   // this thread drained the loop events that would have woken it.  The loop's own wake() is
   // no use here: the next drive() drains it too, possibly before the sleeper runs, and a
   // poll() that finds its fd unready again goes back to sleep.  So the bell: readable until
-  // every thread that was waiting when it rang has come back (end_wait).
+  // every thread that was waiting when it rang has come back (end_wait).  Every ring writes:
+  // epoll instances hold the bell edge-triggered, so each ring is one report there.
   if (runs != handler_runs_ && waiters > 0) {
-    if (unanswered_ == 0) {
-      const uint64_t one = 1;
-      ssize_t n = sys().write(bell_.get(), &one, sizeof one);
-      (void)n;
-    }
+    const uint64_t one = 1;
+    ssize_t n = sys().write(bell_.get(), &one, sizeof one);
+    (void)n;
     unanswered_ = waiters;
     ++ring_gen_;
   }

@@ -73,6 +73,10 @@ class Engine {
     ++waiters;
     return ring_gen_;
   }
+  // True while the bell still rings for threads that were waiting before this one began: a
+  // poll-set wait starting now leaves the bell out (it would return at once, again and
+  // again) and sleeps in 1 ms slices instead until they have come back.
+  bool bell_stale() const { return unanswered_ > 0; }
   void end_wait(uint64_t gen);
 
   // One non-blocking iteration of the loop, after installing the handlers that sockets

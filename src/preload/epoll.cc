@@ -65,6 +65,7 @@ void ensure_marker(Epoll& e) {
   ev.events = EPOLLIN;
   ev.data.u64 = eng->marker();
   if (sys().epoll_ctl(e.fd, EPOLL_CTL_ADD, eng->backend_fd(), &ev) != 0 && errno != EEXIST) return;
+  ev.events = EPOLLIN | EPOLLET;  // one report per ring (drive() writes at each), no spinning
   ev.data.u64 = eng->bell_marker();
   if (sys().epoll_ctl(e.fd, EPOLL_CTL_ADD, eng->bell_fd(), &ev) != 0 && errno != EEXIST) return;
   e.marker = true;
@@ -151,6 +152,7 @@ class EpollSet final : public WaitSet {
     return kept;
   }
   bool backend_usable() const override { return !e_.inherited || !has_user_members(); }
+  bool holds_bell() const override { return e_.marker; }
 
  private:
   // A nested instance is readable both through the kernel (its own kernel members, the

@@ -189,6 +189,10 @@ int wait_for(EngineLock& lk, WaitSet& ws, int timeout_ms, const sigset_t* mask) 
       bell = e->bell_fd();
       const int pt = e->poll_timeout_ms();
       if (pt >= 0 && (t < 0 || pt < t)) t = pt;
+      if (e->bell_stale() && !ws.holds_bell()) {
+        bell = -1;
+        if (t < 0 || t > 1) t = 1;
+      }
       if (!ws.backend_usable() && (t < 0 || t > 1)) t = 1;
       gen = e->begin_wait();
     }

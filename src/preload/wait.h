@@ -31,6 +31,9 @@ class WaitSet {
   // False for an epoll instance inherited across fork (no backend fd of ours in it): then
   // the wait sleeps in 1 ms slices and looks again.
   virtual bool backend_usable() const { return true; }
+  // True if the set's kernel object holds the bell itself (an epoll instance of ours, where
+  // it is edge-triggered), so the `bell` argument is ignored.
+  virtual bool holds_bell() const { return false; }
 };
 
 // lk is held on entry and on return.  Returns the number of ready entries (ours + kernel),

@@ -1,14 +1,22 @@
 #!/usr/bin/env bash
-# Runs one family test program twice -- without the preload and with it (shm, every
+# Runs one family test program twice -- without the preload and with it (shm or rdma, every
 # connection expected to go fast) -- and compares the transcripts line by line.
 #
-#   run_family.sh <program> <libconduit-preload.so>
+#   run_family.sh <program> <libconduit-preload.so> [shm|rdma]
 #
+# rdma (in the Soft-RoCE guest) listens and connects on $CONDUIT_PRELOAD_TEST_ADDR, by default
+# the guest's rxe address 192.0.2.1 (rxe does not serve the loopback device).
 # Each run is bounded (60 s).  The preloaded run uses its own status directory (TMPDIR) so
 # parallel tests do not see each other's files, and must leave no status file behind.
 set -uo pipefail
 prog=$1
 lib=$2
+mode=${3:-shm}
+if [[ $mode == rdma ]]; then
+  export CONDUIT_PRELOAD_TEST_ADDR=${CONDUIT_PRELOAD_TEST_ADDR:-192.0.2.1}
+  export CONDUIT_PRELOAD_RDMA=${CONDUIT_PRELOAD_RDMA:-connect_timeout_ms=60000}
+  export CONDUIT_PRELOAD_TIMEOUT_MS=${CONDUIT_PRELOAD_TIMEOUT_MS:-30000}  # rdma_cm under TCG is slow
+fi
 name=$(basename "$prog")
 work=$(mktemp -d /tmp/conduit-family-XXXXXX)
 trap 'rm -rf "$work"' EXIT
@@ -21,7 +29,7 @@ if ((rc != 0)); then
   cat "$work/plain.err"
   exit 1
 fi
-TMPDIR=$work CONDUIT_TEST_EXPECT_FAST=1 CONDUIT_PRELOAD_MODE=shm CONDUIT_PRELOAD_LOG=${CONDUIT_PRELOAD_LOG:-warn} \
+TMPDIR=$work CONDUIT_TEST_EXPECT_FAST=1 CONDUIT_PRELOAD_MODE=$mode CONDUIT_PRELOAD_LOG=${CONDUIT_PRELOAD_LOG:-warn} \
   LD_PRELOAD=$lib timeout 60 "$prog" >"$work/preload.out" 2>"$work/preload.err"
 rc=$?
 if ((rc != 0)); then
@@ -42,4 +50,4 @@ if ((left != 0)); then
   exit 1
 fi
 cat "$work/preload.out"
-echo "PASS: $name ($(wc -l <"$work/plain.out") lines, the same with and without the preload)"
+echo "PASS: $name over $mode ($(wc -l <"$work/plain.out") lines, the same with and without the preload)"

@@ -28,8 +28,8 @@ int main() {
   socklen_t pl = sizeof peer;
   int a = accept4(lfd, reinterpret_cast<sockaddr*>(&peer), &pl, SOCK_NONBLOCK | SOCK_CLOEXEC);
   CHECK(a >= 0);
-  say("accept4: nonblock %d cloexec %d peer family %d loopback %d", (fcntl(a, F_GETFL) & O_NONBLOCK) != 0,
-      (fcntl(a, F_GETFD) & FD_CLOEXEC) != 0, peer.sin_family, peer.sin_addr.s_addr == htonl(INADDR_LOOPBACK));
+  say("accept4: nonblock %d cloexec %d peer family %d test address %d", (fcntl(a, F_GETFL) & O_NONBLOCK) != 0,
+      (fcntl(a, F_GETFD) & FD_CLOEXEC) != 0, peer.sin_family, peer.sin_addr.s_addr == test_addr());
   p = {a, POLLIN, 0};
   CHECK(poll(&p, 1, 5000) == 1);
   char b;

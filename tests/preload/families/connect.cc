@@ -19,8 +19,8 @@ int main() {
   socklen_t pl = sizeof peer, sl = sizeof self;
   CHECK(getpeername(a, reinterpret_cast<sockaddr*>(&peer), &pl) == 0);
   CHECK(getsockname(a, reinterpret_cast<sockaddr*>(&self), &sl) == 0);
-  say("blocking: peer port matches %d, local is loopback %d, local port set %d", ntohs(peer.sin_port) == port,
-      self.sin_addr.s_addr == htonl(INADDR_LOOPBACK), self.sin_port != 0);
+  say("blocking: peer port matches %d, local is the test address %d, local port set %d", ntohs(peer.sin_port) == port,
+      self.sin_addr.s_addr == test_addr(), self.sin_port != 0);
   sockaddr_in dst = loopback(port);
   errno = 0;
   say("blocking: connect again -> %s", result(connect(a, reinterpret_cast<sockaddr*>(&dst), sizeof dst)).c_str());

@@ -108,6 +108,19 @@ inline void expect_tcp(int fd, const char* what) {
   }
 }
 
+// The address the tests listen on and connect to: 127.0.0.1, or $CONDUIT_PRELOAD_TEST_ADDR
+// (the guest's rxe address for the rdma runs: Soft-RoCE does not serve the loopback device).
+inline in_addr_t test_addr() {
+  static const in_addr_t a = [] {
+    const char* e = std::getenv("CONDUIT_PRELOAD_TEST_ADDR");
+    in_addr x{};
+    if (e == nullptr || *e == 0) return htonl(INADDR_LOOPBACK);
+    CHECK(inet_pton(AF_INET, e, &x) == 1);
+    return x.s_addr;
+  }();
+  return a;
+}
+
 inline int listen_any(int* port, int flags = 0) {
   int fd = socket(AF_INET, SOCK_STREAM | flags, 0);
   CHECK(fd >= 0);
@@ -115,7 +128,7 @@ inline int listen_any(int* port, int flags = 0) {
   CHECK(setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) == 0);
   sockaddr_in a{};
   a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_addr.s_addr = test_addr();
   CHECK(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
   CHECK(listen(fd, 64) == 0);
   socklen_t l = sizeof a;
@@ -127,7 +140,7 @@ inline int listen_any(int* port, int flags = 0) {
 inline sockaddr_in loopback(int port) {
   sockaddr_in a{};
   a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_addr.s_addr = test_addr();
   a.sin_port = htons(static_cast<uint16_t>(port));
   return a;
 }
@@ -163,7 +176,7 @@ inline size_t read_full(int fd, void* p, size_t n) {
   return got;
 }
 
-// Forks a server: the child listens on 127.0.0.1 (port 0), hands the port to the parent and
+// Forks a server: the child listens on test_addr() (port 0), hands the port to the parent and
 // runs body(listen_fd); it exits 0 (through exit(), so atexit handlers run) when body returns.  Returns the child's pid.
 inline pid_t fork_server(const std::function<void(int)>& body, int* port) {
   int p[2];
