@@ -36,6 +36,12 @@ bool engine_epoll(int epfd) { return !t_in_preload && (fd_tag(epfd) & kTagEngine
 
 using namespace conduit::preload;
 
+// glibc declares poll and ppoll with access(write_only, 1, 2), but they read fd and events
+// from the array; GCC (in unoptimised builds) then warns that reading them here uses
+// uninitialised memory.  The program initialised them, as poll(2) requires.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
 CONDUIT_EXPORT int poll(pollfd* fds, nfds_t n, int timeout) {
   if (!any_engine_fd(fds, n)) return sys().poll(fds, n, timeout);
   return preload_poll(fds, n, timeout, nullptr);
@@ -55,6 +61,8 @@ CONDUIT_EXPORT int __ppoll_chk(pollfd* fds, nfds_t n, const timespec* ts, const 
   if (!any_engine_fd(fds, n) || fdslen / sizeof(pollfd) < n) return sys().__ppoll_chk(fds, n, ts, mask, fdslen);
   return preload_poll(fds, n, timeout_from(ts), mask);
 }
+
+#pragma GCC diagnostic pop
 
 CONDUIT_EXPORT int select(int nfds, fd_set* r, fd_set* w, fd_set* x, timeval* tv) {
   if (!any_engine_fd(nfds, r, w, x)) return sys().select(nfds, r, w, x, tv);
