@@ -2,7 +2,8 @@
 # Unmodified Debian redis-server + redis-benchmark: plain TCP vs the same binaries under
 # conduit-run (issue 12, section 3).
 #
-#   bench/preload.sh [--build DIR] [--rounds N] [--scale F] [--no-pin] [--out FILE]   host: tcp vs shm
+#   bench/preload.sh [--build DIR] [--rounds N] [--scale F] [--no-pin] [--variants "tcp shm"] [--out FILE]
+#                                      host: tcp vs shm
 #   bench/preload.sh --guest [...]     in the Soft-RoCE guest: tcp vs conduit-run rdma vs rsocket
 #
 # Host variants (each its own redis-server, persistence off, on 127.0.0.1):
@@ -31,6 +32,7 @@ scale=1
 pin=1
 out=""
 guest=0
+only=""
 args=("$@")
 while [[ $# -gt 0 ]]; do
   case $1 in
@@ -40,6 +42,7 @@ while [[ $# -gt 0 ]]; do
     --no-pin) pin=0; shift ;;
     --out) out=$2; shift 2 ;;
     --guest) guest=1; shift ;;
+    --variants) only=$2; shift 2 ;;
     -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
@@ -79,6 +82,8 @@ else
   limit=60
   load="$(cut -d' ' -f1-3 /proc/loadavg) at $(date -u +%H:%M:%SZ)"
 fi
+
+[[ -n $only ]] && variants=$only
 
 SRV_CPU=(); CLI_CPU=()
 if [[ $pin == 1 ]] && command -v taskset >/dev/null && [[ $(nproc) -ge 2 ]]; then
@@ -134,7 +139,9 @@ rver=$(redis-server --version | awk '{print $3}' | cut -d= -f2)
 pinning="off"; ((${#SRV_CPU[@]})) && pinning="servers on cpu0, load generators on cpu1"
 echo "preload bench: redis-server $rver, variants:$started; $(nproc) CPUs, load $load, pinning: $pinning, rounds $rounds"
 
+# Every run goes to the CSV as it finishes (next to --out if given: a killed run keeps them).
 results=$work/results.csv
+[[ -n $out ]] && results=${out%.*}.csv
 echo "round,variant,clients,pipeline,test,rps,p50" >"$results"
 requests() {  # clients pipeline
   local n
@@ -218,5 +225,5 @@ for c in (1, 50):
                 ratios.append(f"{med['rdma']/med['rsocket']:.2f}x" if "rdma" in med and "rsocket" in med else "-")
             print(f"| -c {c} -P {p} | {test} | " + " | ".join(cells) + " | " + " | ".join(ratios) + " |")
 EOF
-if [[ -n $out ]]; then cp "$results" "${out%.*}.csv"; echo "  table in $out, every run in ${out%.*}.csv"; fi
+if [[ -n $out ]]; then echo "  table in $out, every run in $results"; fi
 echo "  total $(($(date +%s) - t0)) s"
