@@ -225,13 +225,15 @@ int EventLoop::next_timeout_ms(uint64_t now) {
   return ms > 60'000 ? 60'000 : static_cast<int>(ms);
 }
 
-void EventLoop::run_timers(uint64_t now) {
+bool EventLoop::run_timers(uint64_t now) {
+  bool ran = false;
   while (!timer_heap_.empty() && timer_heap_.front().deadline <= now) {
     std::pop_heap(timer_heap_.begin(), timer_heap_.end(), std::greater<>());
     const Timer t = timer_heap_.back();
     timer_heap_.pop_back();
     auto it = timers_.find(t.id);
     if (it == timers_.end()) continue;  // cancelled
+    ran = true;
     if (it->second.period == 0) {
       std::function<void()> fn = std::move(it->second.fn);
       timers_.erase(it);
@@ -244,6 +246,7 @@ void EventLoop::run_timers(uint64_t now) {
       fn();
     }
   }
+  return ran;
 }
 
 size_t EventLoop::run_posted() {
@@ -295,6 +298,7 @@ Status EventLoop::run_once(int timeout_ms) {
   epoll_event events[256];
   const int max_events = std::min<int>(options_.max_events, 256);
   int n;
+  bool spin_pending = false;
   if (wait_ms != 0 && options_.busy_poll_us > 0) {
     // Spin for a while before blocking: poll epoll (and the hooks, which may poll rings or
     // CQs) without sleeping.
@@ -305,6 +309,7 @@ Status EventLoop::run_once(int timeout_ms) {
       if ((spin_hooks_pending = run_hooks())) break;  // a hook has work: return to the caller
       n = epoll_wait(epfd_.get(), events, max_events, 0);
     }
+    spin_pending = spin_hooks_pending;
     if (n == 0 && !spin_hooks_pending) {
       now = monotonic_ns();
       const int t = next_timeout_ms(now);
@@ -321,6 +326,7 @@ Status EventLoop::run_once(int timeout_ms) {
     if (errno != EINTR) return Status::FromErrno(errno, "epoll_wait");
     n = 0;
   }
+  bool dispatched = false;
   for (int i = 0; i < n; ++i) {
     auto* entry = static_cast<FdEntry*>(events[i].data.ptr);
     if (entry == nullptr) {
@@ -330,11 +336,23 @@ Status EventLoop::run_once(int timeout_ms) {
       continue;
     }
     if (!entry->alive) continue;  // removed by an earlier handler in this batch
+    dispatched = true;
     entry->handler->on_events(from_epoll(events[i].events));
   }
   graveyard_.clear();
-  run_timers(monotonic_ns());
+  dispatched = run_timers(monotonic_ns()) || dispatched;
+  last_busy_ = dispatched || hooks_pending || spin_pending;
   return {};
+}
+
+int EventLoop::poll_timeout_ms() {
+  assert_loop_thread();
+  if (last_busy_) return 0;
+  {
+    std::lock_guard<std::mutex> lock(post_mu_);
+    if (!posted_.empty()) return 0;
+  }
+  return next_timeout_ms(monotonic_ns());
 }
 
 Status EventLoop::run() {

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -331,6 +332,71 @@ TEST(EventLoop, SlotsHoldOnePointerPerKeyUntilCleared) {
   EXPECT_EQ(loop->slot(&key_b), &b);
   auto other = make_loop();
   EXPECT_EQ(other->slot(&key_b), nullptr) << "slots are per loop";
+}
+
+// Embedding: an outer poll() on backend_fd() plus its own fds replaces run_once(-1).
+TEST(EventLoopEmbedding, BackendFdWakesAnOuterPollAndTimeoutSaysWhenToComeBack) {
+  auto loop = make_loop();
+  int fds[2];
+  ASSERT_EQ(pipe2(fds, O_NONBLOCK), 0);
+  CountingHandler h;
+  h.fn = [&](uint32_t) {
+    char buf[16];
+    (void)!read(fds[0], buf, sizeof buf);
+  };
+  ASSERT_TRUE(loop->add(fds[0], kReadable, &h).ok());
+  ASSERT_TRUE(loop->run_once(0).ok());
+  EXPECT_EQ(loop->poll_timeout_ms(), -1) << "idle, no timers: the embedder may wait forever";
+
+  pollfd p{loop->backend_fd(), POLLIN, 0};
+  EXPECT_EQ(poll(&p, 1, 0), 0) << "nothing to dispatch";
+  ASSERT_EQ(write(fds[1], "x", 1), 1);
+  ASSERT_EQ(poll(&p, 1, 5000), 1) << "an fd event makes the backend fd readable";
+  ASSERT_TRUE(loop->run_once(0).ok());
+  EXPECT_EQ(h.calls, 1);
+  EXPECT_EQ(loop->poll_timeout_ms(), 0) << "after a dispatch the hooks must run again before a wait";
+  ASSERT_TRUE(loop->run_once(0).ok());
+  EXPECT_EQ(loop->poll_timeout_ms(), -1);
+  EXPECT_EQ(poll(&p, 1, 0), 0);
+
+  // A timer bounds the wait; a hook with work makes it 0.
+  bool fired = false;
+  loop->run_after(200 * kMs, [&] { fired = true; });
+  const int t = loop->poll_timeout_ms();
+  EXPECT_GT(t, 0);
+  EXPECT_LE(t, 200);
+  bool busy = true;
+  const auto hook = loop->add_before_sleep([&] { return busy; });
+  ASSERT_TRUE(loop->run_once(0).ok());
+  EXPECT_EQ(loop->poll_timeout_ms(), 0) << "a hook that still has work keeps the embedder polling";
+  busy = false;
+  ASSERT_TRUE(loop->run_once(0).ok());
+  EXPECT_GT(loop->poll_timeout_ms(), 0);
+  loop->remove_before_sleep(hook);
+  EXPECT_TRUE(run_until(*loop, [&] { return fired; }));
+  ASSERT_TRUE(loop->run_once(0).ok());
+  EXPECT_EQ(loop->poll_timeout_ms(), -1);
+  loop->post([] {});
+  EXPECT_EQ(loop->poll_timeout_ms(), 0) << "posted work is pending";
+  ASSERT_TRUE(loop->run_once(0).ok());
+  ASSERT_TRUE(loop->remove(fds[0]).ok());
+  close(fds[0]);
+  close(fds[1]);
+}
+
+TEST(EventLoopEmbedding, AnotherThreadAdoptsTheLoop) {
+  auto loop = make_loop();
+  ASSERT_TRUE(loop->run_once(0).ok());  // binds this thread
+  std::thread other([&] {
+    EXPECT_FALSE(loop->in_loop_thread());
+    loop->adopt_current_thread();
+    EXPECT_TRUE(loop->in_loop_thread());
+    EXPECT_TRUE(loop->run_once(0).ok());
+  });
+  other.join();
+  EXPECT_FALSE(loop->in_loop_thread());
+  loop->adopt_current_thread();
+  EXPECT_TRUE(loop->in_loop_thread());
 }
 
 TEST(LoopGroup, RunsLoopsOnThreadsAndStops) {

@@ -114,6 +114,25 @@ class EventLoop {
   Status run_once(int timeout_ms);
 
   bool in_loop_thread() const;
+
+  // --- embedding in another wait (loop thread) ------------------------------------------
+  // For an embedder that waits for this loop inside its own poll/select/epoll call (the
+  // preload library waits inside the application's epoll_wait): call run_once(0), then wait
+  // on backend_fd() together with the embedder's own fds for at most poll_timeout_ms(), then
+  // call run_once(0) again.  That is exactly what run_once(-1) does, with the wait moved out.
+  //
+  // backend_fd(): the loop's epoll fd; it polls readable while an fd event awaits dispatch.
+  // Never read or close it; add it to the embedder's poll set (or its epoll set) only.
+  int backend_fd() const { return epfd_.get(); }
+  // How long the embedder may wait on backend_fd() before calling run_once() again: 0 when
+  // the last iteration left work (a hook reported work -- e.g. a busy-polling transport still
+  // inside its spin window --, fd events or timers were dispatched, whose handlers may need
+  // the before-sleep hooks to run again, or work was posted since); else the time to the next
+  // timer, -1 if there is none.  O(1) plus a mutex for the posted queue.
+  int poll_timeout_ms();
+  // Makes the calling thread the loop thread.  For an embedder that serialises every use of
+  // the loop under its own lock and drives it from whichever thread holds that lock.
+  void adopt_current_thread() { owner_.store(std::this_thread::get_id(), std::memory_order_relaxed); }
   // Number of wakeups from a blocking wait (for counters and tests).
   uint64_t wakeups() const { return wakeups_; }
   uint64_t iterations() const { return iterations_; }
@@ -143,7 +162,7 @@ class EventLoop {
 
   EventLoop(UniqueFd epfd, UniqueFd wakefd, const LoopOptions& options);
   int next_timeout_ms(uint64_t now);
-  void run_timers(uint64_t now);
+  bool run_timers(uint64_t now);  // true if any ran
   size_t run_posted();
   bool run_hooks();
   void assert_loop_thread() const;
@@ -168,6 +187,7 @@ class EventLoop {
   std::atomic<std::thread::id> owner_{};
   uint64_t wakeups_ = 0;
   uint64_t iterations_ = 0;
+  bool last_busy_ = false;  // the last run_once left work for the next (poll_timeout_ms)
 };
 
 // N loops on N threads; connections are pinned to one loop each (next() round-robins).

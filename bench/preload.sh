@@ -1,0 +1,229 @@
+#!/usr/bin/env bash
+# Unmodified Debian redis-server + redis-benchmark: plain TCP vs the same binaries under
+# conduit-run (issue 12, section 3).
+#
+#   bench/preload.sh [--build DIR] [--rounds N] [--scale F] [--no-pin] [--variants "tcp shm"] [--out FILE]
+#                                      host: tcp vs shm
+#   bench/preload.sh --guest [...]     in the Soft-RoCE guest: tcp vs conduit-run rdma vs rsocket
+#
+# Host variants (each its own redis-server, persistence off, on 127.0.0.1):
+#   tcp        redis-server and redis-benchmark as they are
+#   shm        both under `conduit-run --mode shm` (the rings sleep in epoll when idle)
+#   shm-spin   the same with --shm-options busy_poll_us=100 (both ends spin up to 100 us on
+#              the rings before sleeping)
+# Guest variants (on the rxe address 192.0.2.1): tcp, rdma (`conduit-run --mode rdma`) and
+# rsocket (LD_PRELOAD=librspreload.so from Debian's librdmacm1, both ends).  A variant that
+# fails or hangs (each redis-benchmark run is killed after 60 s, or 120 s in the guest) is
+# recorded as such, not retried.
+#
+# Cells: redis-benchmark -t set,get -d 3 at -c 1 / -c 50 and -P 1 / -P 16.  Every cell runs
+# every variant in alternating order, --rounds times; the table shows the median rps and
+# min..max.  Servers are pinned to CPU 0 and the load generators to CPU 1 (taskset) on the
+# host, identically for every variant.  Targets (issue 12): shm >= 2x tcp at -c 1 -P 1 and
+# >= 1.0x elsewhere; in the guest rdma >= 1.2x rsocket in every cell.
+# Exit status 0 whether or not targets are met (it is a measurement); 1 if nothing ran.
+set -euo pipefail
+
+REPO=$(cd "$(dirname "$0")/.." && pwd)
+here=$REPO
+build=""
+rounds=3
+scale=1
+pin=1
+out=""
+guest=0
+only=""
+args=("$@")
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --build) build=$2; shift 2 ;;
+    --rounds) rounds=$2; shift 2 ;;
+    --scale) scale=$2; shift 2 ;;
+    --no-pin) pin=0; shift ;;
+    --out) out=$2; shift 2 ;;
+    --guest) guest=1; shift ;;
+    --variants) only=$2; shift 2 ;;
+    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+    *) echo "unknown option $1" >&2; exit 2 ;;
+  esac
+done
+[[ -n $build ]] || build=$here/build
+build=$(realpath -m "$build")
+RUN=$build/tools/run/conduit-run
+LIB=$build/src/preload/libconduit-preload.so
+[[ -x $RUN && -f $LIB ]] || { echo "conduit-run / libconduit-preload.so not built in $build; build first" >&2; exit 1; }
+for t in redis-server redis-benchmark redis-cli python3; do
+  command -v $t >/dev/null || { echo "$t not found (scripts/install-deps.sh installs it)" >&2; exit 1; }
+done
+RSOCKET=/usr/lib/x86_64-linux-gnu/rsocket/librspreload.so
+
+if ((guest)) && [[ -z ${CONDUIT_IN_TESTBED:-} ]]; then
+  # Into the guest; the results come back through the repository share.
+  results_root=$REPO/build/bench-results
+  mkdir -p "$results_root"
+  source "$REPO/bench/lib.sh"
+  if [[ -n $out ]]; then
+    out=$(realpath -m "$out")
+  fi
+  bench_enter_testbed preload 1500 "$0" "${args[@]}"
+fi
+
+if ((guest)); then
+  addr=192.0.2.1
+  variants="tcp rdma rsocket"
+  limit=120
+  export CONDUIT_PRELOAD_RDMA=${CONDUIT_PRELOAD_RDMA:-connect_timeout_ms=60000}
+  export CONDUIT_PRELOAD_TIMEOUT_MS=${CONDUIT_PRELOAD_TIMEOUT_MS:-30000}
+  scale=$(python3 -c "print($scale * 0.05)")  # TCG: ~20x slower than the host
+  load=${CONDUIT_BENCH_HOST_LOAD:-unknown}
+else
+  addr=127.0.0.1
+  variants="tcp shm shm-spin"
+  limit=60
+  load="$(cut -d' ' -f1-3 /proc/loadavg) at $(date -u +%H:%M:%SZ)"
+fi
+
+[[ -n $only ]] && variants=$only
+
+SRV_CPU=(); CLI_CPU=()
+if [[ $pin == 1 ]] && command -v taskset >/dev/null && [[ $(nproc) -ge 2 ]]; then
+  SRV_CPU=(taskset -c 0); CLI_CPU=(taskset -c 1)
+fi
+
+work=$(mktemp -d /tmp/preload-bench-XXXXXX)
+export TMPDIR=$work  # the preload's status files of this run only
+unset XDG_RUNTIME_DIR
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+wrap() {  # wrap VARIANT: the command prefix that runs a program as that variant
+  case $1 in
+    tcp) echo "" ;;
+    shm) echo "$RUN --mode shm --log warn --" ;;
+    shm-spin) echo "$RUN --mode shm --shm-options busy_poll_us=100 --log warn --" ;;
+    rdma) echo "$RUN --mode rdma --log warn --" ;;
+    rsocket) echo "env LD_PRELOAD=$RSOCKET" ;;
+  esac
+}
+free_port() { python3 -c 'import socket, sys; s = socket.socket(); s.bind((sys.argv[1], 0)); print(s.getsockname()[1])' "$addr"; }
+
+declare -A port
+started=""
+for v in $variants; do
+  p=$(free_port)
+  # shellcheck disable=SC2046
+  "${SRV_CPU[@]}" $(wrap "$v") redis-server --port "$p" --bind "$addr" --save '' --appendonly no --dir "$work" \
+    --logfile "$work/redis-$v.log" >/dev/null 2>"$work/redis-$v.err" &
+  pids+=($!)
+  ok=0
+  for _ in $(seq 100); do
+    # shellcheck disable=SC2046
+    if [[ $(timeout 10 $(wrap "$v") redis-cli -h "$addr" -p "$p" ping 2>/dev/null) == PONG ]]; then ok=1; break; fi
+    sleep 0.2
+  done
+  if ((ok)); then
+    port[$v]=$p
+    started+=" $v"
+  else
+    echo "  $v: redis-server did not answer a ping: $(tail -3 "$work/redis-$v.err" "$work/redis-$v.log" 2>/dev/null | tr '\n' ' ')"
+  fi
+done
+[[ -n $started ]] || { echo "no server started"; exit 1; }
+
+rver=$(redis-server --version | awk '{print $3}' | cut -d= -f2)
+pinning="off"; ((${#SRV_CPU[@]})) && pinning="servers on cpu0, load generators on cpu1"
+echo "preload bench: redis-server $rver, variants:$started; $(nproc) CPUs, load $load, pinning: $pinning, rounds $rounds"
+
+# Every run goes to the CSV as it finishes (next to --out if given: a killed run keeps them).
+results=$work/results.csv
+[[ -n $out ]] && results=${out%.*}.csv
+echo "round,variant,clients,pipeline,test,rps,p50" >"$results"
+requests() {  # clients pipeline
+  local n
+  case "$1/$2" in
+    1/1) n=20000 ;; 1/16) n=150000 ;; 50/1) n=60000 ;; *) n=600000 ;;
+  esac
+  python3 -c "print(max(500, int($n * $scale)))"
+}
+run_rb() {  # round variant c P
+  local n rc=0
+  n=$(requests "$3" "$4")
+  # shellcheck disable=SC2046
+  timeout "$limit" "${CLI_CPU[@]}" $(wrap "$2") redis-benchmark -h "$addr" -p "${port[$2]}" -t set,get -c "$3" -P "$4" -d 3 \
+    -n "$n" --csv >"$work/rb.out" 2>"$work/rb.err" || rc=$?
+  if ((rc != 0)); then
+    echo "  round $1 $2 -c $3 -P $4: redis-benchmark exit $rc ($( ((rc == 124)) && echo "hung, killed after $limit s" || tail -c 200 "$work/rb.err" | tr '\n' ' '))"
+    echo "$1,$2,$3,$4,FAILED,0,0" >>"$results"
+    return
+  fi
+  tr -d '\r' <"$work/rb.out" | awk -F'","' -v r="$1" -v s="$2" -v c="$3" -v p="$4" \
+    'NR>1 && NF>=5 { gsub(/"/,"",$1); gsub(/"/,"",$2); print r","s","c","p","$1","$2","$5 }' >>"$results"
+}
+
+t0=$(date +%s)
+for ((r = 1; r <= rounds; r++)); do
+  for c in 1 50; do
+    for P in 1 16; do
+      order=$started
+      (((r + c + P) % 2)) && order=$(echo "$started" | tr ' ' '\n' | tac | tr '\n' ' ')
+      for v in $order; do run_rb "$r" "$v" $c $P; done
+    done
+  done
+  echo "  round $r done ($(($(date +%s) - t0)) s)"
+done
+
+# Did the preloaded variants really go fast?  (Their servers' decisions.)
+"$RUN" --list --json >"$work/list.json" 2>/dev/null || true
+python3 - "$work/list.json" <<'EOF'
+import json, sys
+try:
+    procs = json.load(open(sys.argv[1]))
+except Exception:
+    procs = []
+for p in procs:
+    if p.get("name") == "redis-server":
+        print(f"  preloaded redis-server pid {p['pid']}: {p['fast']} connections fast, {p['tcp']} tcp ({p['fallback']} fallbacks)")
+EOF
+
+python3 - "$results" "$rver" "$load" "$started" "$guest" <<'EOF' | tee "${out:-/dev/null}"
+import csv, statistics, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+variants = sys.argv[4].split()
+guest = sys.argv[5] == "1"
+base = "tcp"
+def vals(v, c, p, test):
+    return [float(r["rps"]) for r in rows if r["variant"] == v and r["clients"] == str(c) and r["pipeline"] == str(p) and r["test"] == test]
+def failed(v, c, p):
+    return sum(1 for r in rows if r["variant"] == v and r["clients"] == str(c) and r["pipeline"] == str(p) and r["test"] == "FAILED")
+print()
+print(f"redis-server {sys.argv[2]}, redis-benchmark -t set,get -d 3; rps median (min..max) over the rounds; load {sys.argv[3]}")
+print()
+hdr = "| cell | test | " + " | ".join(variants) + " | " + " | ".join(f"{v}/tcp" for v in variants if v != base)
+if guest and "rdma" in variants and "rsocket" in variants:
+    hdr += " | rdma/rsocket"
+print(hdr + " |")
+print("|---|---|" + "---:|" * (len(variants) + len([v for v in variants if v != base]) + (1 if guest and "rdma" in variants and "rsocket" in variants else 0)))
+for c in (1, 50):
+    for p in (1, 16):
+        for test in ("SET", "GET"):
+            cells, med = [], {}
+            for v in variants:
+                x = vals(v, c, p, test)
+                f = failed(v, c, p)
+                if x:
+                    med[v] = statistics.median(x)
+                    cells.append(f"{med[v]:,.0f} ({min(x):,.0f}..{max(x):,.0f})" + (f", {f} failed" if f else ""))
+                else:
+                    cells.append(f"failed ({f})" if f else "-")
+            ratios = [f"{med[v]/med[base]:.2f}x" if v in med and base in med else "-" for v in variants if v != base]
+            if guest and "rdma" in variants and "rsocket" in variants:
+                ratios.append(f"{med['rdma']/med['rsocket']:.2f}x" if "rdma" in med and "rsocket" in med else "-")
+            print(f"| -c {c} -P {p} | {test} | " + " | ".join(cells) + " | " + " | ".join(ratios) + " |")
+EOF
+if [[ -n $out ]]; then echo "  table in $out, every run in $results"; fi
+echo "  total $(($(date +%s) - t0)) s"

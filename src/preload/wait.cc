@@ -1,0 +1,295 @@
+#include "wait.h"
+
+#include <sys/epoll.h>
+
+#include <cerrno>
+#include <climits>
+#include <map>
+#include <vector>
+
+#include "conduit/base/clock.h"
+#include "engine.h"
+#include "epoll.h"
+#include "fast_io.h"
+
+namespace conduit::preload {
+namespace {
+
+timespec to_timespec(int ms) {
+  timespec ts{};
+  ts.tv_sec = ms / 1000;
+  ts.tv_nsec = static_cast<long>(ms % 1000) * 1'000'000;
+  return ts;
+}
+
+int kernel_poll(pollfd* fds, nfds_t n, int timeout_ms, const sigset_t* mask) {
+  if (mask == nullptr) return sys().poll(fds, n, timeout_ms);
+  timespec ts = to_timespec(timeout_ms < 0 ? 0 : timeout_ms);
+  return sys().ppoll(fds, n, timeout_ms < 0 ? nullptr : &ts, mask);
+}
+
+// A wait for one condition of ours; the kernel part is the backend fd (and optionally one
+// kernel fd).
+class CondSet final : public WaitSet {
+ public:
+  CondSet(const std::shared_ptr<Socket>& s, uint32_t events) : s_(s), events_(events) {}
+  CondSet(int fd, short events) : kfd_(fd), kevents_(events) {}
+  int collect() override {
+    if (!s_) return 0;
+    if (s_->closed()) return 1;
+    if (events_ == 0) return negotiating(s_->phase) || s_->tcp_connect_pending ? 0 : 1;
+    if (s_->phase != Phase::kFast && s_->phase != Phase::kForked) return negotiating(s_->phase) ? 0 : 1;
+    return (readiness(*s_) & (events_ | EPOLLERR | EPOLLHUP)) != 0 ? 1 : 0;
+  }
+  int kernel_wait(int backend, int bell, int timeout_ms, const sigset_t* mask, bool* backend_ready) override {
+    pollfd p[3];
+    nfds_t n = 0;
+    if (kfd_ >= 0) p[n++] = {kfd_, kevents_, 0};
+    const nfds_t b = n;
+    if (backend >= 0) p[n++] = {backend, POLLIN, 0};
+    if (bell >= 0) p[n++] = {bell, POLLIN, 0};
+    const int r = kernel_poll(p, n, timeout_ms, mask);
+    if (r < 0) return -1;
+    for (nfds_t i = b; i < n; ++i)
+      if (p[i].revents != 0) *backend_ready = true;
+    return kfd_ >= 0 && p[0].revents != 0 ? 1 : 0;
+  }
+
+ private:
+  std::shared_ptr<Socket> s_;
+  uint32_t events_ = 0;
+  int kfd_ = -1;
+  short kevents_ = 0;
+};
+
+// poll(2) with fds of ours: those are taken out of the kernel's array (fd -1) and answered
+// from their readiness; the backend fd is appended.
+class PollSet final : public WaitSet {
+ public:
+  // Per call, not per thread: a signal handler may poll() while this one waits.
+  PollSet(pollfd* fds, nfds_t n) : app_(fds), n_(n), kernel_(fds, fds + n), ours_(n) {
+    kernel_.push_back({-1, POLLIN, 0});  // the backend
+    kernel_.push_back({-1, POLLIN, 0});  // the bell
+    for (nfds_t i = 0; i < n; ++i) {
+      const int fd = fds[i].fd;
+      if (fd < 0 || !(fd_tag(fd) & kTagEngine)) continue;
+      FdObject* o = find_fd(fd);
+      if (o != nullptr && o->epoll) {
+        epolls_.emplace_back(i, o->epoll);  // the kernel answers for its kernel members, we for ours
+        continue;
+      }
+      std::shared_ptr<Socket> s = o ? o->sock : nullptr;
+      if (!s || !user_ready_phase(s->phase)) continue;  // a listener: the kernel answers
+      ours_[i] = std::move(s);
+      kernel_[i].fd = -1;
+    }
+  }
+  int collect() override {
+    int ready = 0;
+    for (nfds_t i = 0; i < n_; ++i) {
+      Socket* s = ours_[i].get();
+      if (s == nullptr) continue;
+      if (!user_ready_phase(s->phase) && !s->closed()) {
+        // Decided plain TCP during this wait: from now on the kernel answers for it.
+        kernel_[i].fd = app_[i].fd;
+        kernel_[i].revents = 0;
+        ours_[i].reset();
+        continue;
+      }
+      const short want = app_[i].events;
+      uint32_t r = readiness(*s, (want & POLLRDHUP) != 0);
+      // poll reports HUP and ERR whether asked or not; the rest only when asked.
+      short rev = static_cast<short>(r & (static_cast<uint32_t>(want) | POLLERR | POLLHUP));
+      if (s->closed()) rev = POLLNVAL;
+      kernel_[i].revents = rev;
+      if (rev != 0) ++ready;
+    }
+    for (auto& [i, e] : epolls_) {
+      const bool r = (app_[i].events & POLLIN) && epoll_user_ready(*e);
+      user_in_[i] = r;
+      if (r) ++ready;
+    }
+    return ready;
+  }
+  int kernel_wait(int backend, int bell, int timeout_ms, const sigset_t* mask, bool* backend_ready) override {
+    std::vector<pollfd>& k = kernel_;
+    k[n_].fd = backend;
+    k[n_ + 1].fd = bell;
+    // Entries of ours keep the revents collect() gave them; the kernel zeroes fd -1 entries.
+    std::vector<short> saved(n_);
+    for (nfds_t i = 0; i < n_; ++i) saved[i] = ours_[i] ? k[i].revents : 0;
+    const int r = kernel_poll(k.data(), n_ + 2, timeout_ms, mask);
+    if (r < 0) return -1;
+    *backend_ready = (backend >= 0 && k[n_].revents != 0) || (bell >= 0 && k[n_ + 1].revents != 0);
+    int ready = 0;
+    for (nfds_t i = 0; i < n_; ++i) {
+      if (ours_[i]) k[i].revents = saved[i];
+      else if (k[i].revents != 0) ++ready;
+    }
+    return ready;
+  }
+  bool backend_usable() const override { return true; }
+  // Copies the results out; the count of entries with events.
+  int finish() {
+    int ready = 0;
+    for (nfds_t i = 0; i < n_; ++i) {
+      app_[i].revents = static_cast<short>(kernel_[i].revents | (user_in_.count(i) && user_in_[i] ? POLLIN : 0));
+      if (app_[i].revents != 0) ++ready;
+    }
+    for (auto& s : ours_) s.reset();
+    return ready;
+  }
+
+ private:
+  pollfd* app_;
+  nfds_t n_;
+  std::vector<pollfd> kernel_;
+  std::vector<std::shared_ptr<Socket>> ours_;
+  std::vector<std::pair<nfds_t, std::shared_ptr<Epoll>>> epolls_;  // epoll instances of ours in the set
+  std::map<nfds_t, bool> user_in_;  // ...readable through members of ours
+};
+
+}  // namespace
+
+int timeout_from(const timespec* ts) {
+  if (ts == nullptr) return -1;
+  if (ts->tv_sec < 0 || ts->tv_nsec < 0) return 0;
+  const long long ms = static_cast<long long>(ts->tv_sec) * 1000 + (ts->tv_nsec + 999'999) / 1'000'000;
+  return ms > INT_MAX ? INT_MAX : static_cast<int>(ms);
+}
+
+int timeout_from(const timeval* tv) {
+  if (tv == nullptr) return -1;
+  if (tv->tv_sec < 0 || tv->tv_usec < 0) return 0;
+  const long long ms = static_cast<long long>(tv->tv_sec) * 1000 + (tv->tv_usec + 999) / 1000;
+  return ms > INT_MAX ? INT_MAX : static_cast<int>(ms);
+}
+
+int wait_for(EngineLock& lk, WaitSet& ws, int timeout_ms, const sigset_t* mask) {
+  const uint64_t start = monotonic_ns();
+  const uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : start + static_cast<uint64_t>(timeout_ms) * 1'000'000;
+  for (;;) {
+    Engine* e = Engine::get();
+    if (e != nullptr) e->drive();
+    int ready = ws.collect();
+    if (ready > 0) {
+      // Ours are ready: look at the program's own fds without blocking, then return both.
+      bool b = false;
+      lk.unlock();
+      const int k = ws.kernel_wait(-1, -1, 0, mask, &b);
+      lk.lock();
+      return ready + (k > 0 ? k : 0);
+    }
+    const uint64_t now = monotonic_ns();
+    int t = timeout_ms < 0 ? -1 : (now >= deadline ? 0 : static_cast<int>((deadline - now + 999'999) / 1'000'000));
+    int backend = -1, bell = -1;
+    uint64_t gen = 0;
+    if (e != nullptr) {
+      backend = e->backend_fd();
+      bell = e->bell_fd();
+      const int pt = e->poll_timeout_ms();
+      if (pt >= 0 && (t < 0 || pt < t)) t = pt;
+      if (e->bell_stale() && !ws.holds_bell()) {
+        bell = -1;
+        if (t < 0 || t > 1) t = 1;
+      }
+      if (!ws.backend_usable() && (t < 0 || t > 1)) t = 1;
+      gen = e->begin_wait();
+    }
+    bool backend_ready = false;
+    lk.unlock();
+    const int k = ws.kernel_wait(backend, bell, t, mask, &backend_ready);
+    const int err = errno;
+    lk.lock();
+    if (e != nullptr && process().engine == e) e->end_wait(gen);
+    if (k < 0) {
+      errno = err;
+      return -1;
+    }
+    if (k > 0) {
+      if (backend_ready && (e = Engine::get()) != nullptr) {
+        e->drive();
+        ready = ws.collect();
+      }
+      return k + ready;
+    }
+    if (timeout_ms == 0 || (timeout_ms > 0 && monotonic_ns() >= deadline)) {
+      if (e != nullptr && backend_ready) {
+        e->drive();
+        return ws.collect();
+      }
+      return 0;
+    }
+  }
+}
+
+int wait_socket(EngineLock& lk, const std::shared_ptr<Socket>& s, uint32_t events, int64_t timeout_ms) {
+  CondSet set(s, events);
+  const int t = timeout_ms < 0 ? -1 : static_cast<int>(std::min<int64_t>(timeout_ms, INT_MAX));
+  return wait_for(lk, set, t, nullptr);
+}
+
+int wait_kernel_fd(EngineLock& lk, int fd, short events, int64_t timeout_ms) {
+  CondSet set(fd, events);
+  const int t = timeout_ms < 0 ? -1 : static_cast<int>(std::min<int64_t>(timeout_ms, INT_MAX));
+  return wait_for(lk, set, t, nullptr);
+}
+
+int preload_poll(pollfd* fds, nfds_t n, int timeout_ms, const sigset_t* mask) {
+  EngineLock lk;
+  PollSet set(fds, n);
+  const int r = wait_for(lk, set, timeout_ms, mask);
+  if (r < 0) {
+    const int err = errno;
+    set.finish();
+    errno = err;
+    return -1;
+  }
+  return set.finish();
+}
+
+int preload_select(int nfds, fd_set* r, fd_set* w, fd_set* x, timeval* tv, const timespec* ts,
+                   const sigset_t* mask) {
+  if (nfds < 0 || nfds > FD_SETSIZE) {
+    errno = EINVAL;
+    return -1;
+  }
+  std::vector<pollfd> p;
+  for (int fd = 0; fd < nfds; ++fd) {
+    short ev = 0;
+    if (r && FD_ISSET(fd, r)) ev |= POLLIN;
+    if (w && FD_ISSET(fd, w)) ev |= POLLOUT;
+    if (x && FD_ISSET(fd, x)) ev |= POLLPRI;
+    if (ev != 0) p.push_back({fd, ev, 0});
+  }
+  const int timeout = tv ? timeout_from(tv) : timeout_from(ts);
+  const uint64_t start = monotonic_ns();
+  const int rc = preload_poll(p.data(), p.size(), timeout, mask);
+  if (tv != nullptr && timeout > 0) {
+    const uint64_t spent_us = (monotonic_ns() - start) / 1000;
+    const uint64_t total_us = static_cast<uint64_t>(tv->tv_sec) * 1'000'000 + static_cast<uint64_t>(tv->tv_usec);
+    const uint64_t left = spent_us >= total_us ? 0 : total_us - spent_us;
+    tv->tv_sec = static_cast<time_t>(left / 1'000'000);
+    tv->tv_usec = static_cast<suseconds_t>(left % 1'000'000);
+  }
+  if (rc < 0) return -1;
+  // select's answer: POLLNVAL is EBADF for the whole call; HUP and ERR count as readable
+  // (and writable when asked), as the kernel's select does.
+  for (const pollfd& q : p)
+    if (q.revents & POLLNVAL) {
+      errno = EBADF;
+      return -1;
+    }
+  if (r) FD_ZERO(r);
+  if (w) FD_ZERO(w);
+  if (x) FD_ZERO(x);
+  int count = 0;
+  for (const pollfd& q : p) {
+    if (r && (q.events & POLLIN) && (q.revents & (POLLIN | POLLHUP | POLLERR))) FD_SET(q.fd, r), ++count;
+    if (w && (q.events & POLLOUT) && (q.revents & (POLLOUT | POLLERR))) FD_SET(q.fd, w), ++count;
+    if (x && (q.events & POLLPRI) && (q.revents & POLLPRI)) FD_SET(q.fd, x), ++count;
+  }
+  return count;
+}
+
+}  // namespace conduit::preload

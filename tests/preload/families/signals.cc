@@ -1,0 +1,99 @@
+// Family: signals and timeouts in waits -- a signal interrupts epoll_wait, poll and a blocking
+// read (EINTR, with the handler run); epoll_pwait's mask holds a signal off until the wait;
+// timeouts are honoured.
+#include <sys/epoll.h>
+#include <sys/time.h>
+#include <time.h>
+
+#include "family.h"
+
+using namespace family;
+
+static volatile sig_atomic_t g_hits = 0;
+static void on_signal(int) { g_hits = g_hits + 1; }
+
+static void arm_timer(int ms) {
+  itimerval it{};
+  it.it_value.tv_sec = ms / 1000;
+  it.it_value.tv_usec = (ms % 1000) * 1000;
+  CHECK(setitimer(ITIMER_REAL, &it, nullptr) == 0);
+}
+
+static long ms_since(const timespec& t0) {
+  timespec t1{};
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  return (t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1'000'000;
+}
+
+int main() {
+  struct sigaction sa{};
+  sa.sa_handler = on_signal;  // no SA_RESTART: waits must come back with EINTR
+  sigemptyset(&sa.sa_mask);
+  CHECK(sigaction(SIGALRM, &sa, nullptr) == 0);
+  CHECK(sigaction(SIGUSR1, &sa, nullptr) == 0);
+  int port = 0;
+  int go[2];
+  CHECK(pipe(go) == 0);
+  pid_t srv = fork_server(
+      [&](int lfd) {
+        int c = accept(lfd, nullptr, nullptr);
+        CHECK(c >= 0);
+        char b;
+        CHECK(read(go[0], &b, 1) == 1);
+        close(c);
+      },
+      &port);
+  int fd = connect_to(port);
+  expect_fast(fd, "client");
+  int ep = epoll_create1(0);
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  CHECK(epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) == 0);
+  epoll_event out[2];
+
+  timespec t0{};
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  say("epoll_wait 120 ms timeout -> %d, waited >= 110 ms: %d", epoll_wait(ep, out, 2, 120), ms_since(t0) >= 110);
+  arm_timer(100);
+  errno = 0;
+  int n = epoll_wait(ep, out, 2, 10000);
+  say("epoll_wait + SIGALRM -> %d %s, handler ran %d", n, errname(errno), g_hits == 1);
+  arm_timer(100);
+  pollfd p{fd, POLLIN, 0};
+  errno = 0;
+  n = poll(&p, 1, 10000);
+  say("poll + SIGALRM -> %d %s, handler ran %d", n, errname(errno), g_hits == 2);
+  arm_timer(100);
+  char b;
+  errno = 0;
+  ssize_t r = read(fd, &b, 1);
+  say("blocking read + SIGALRM -> %zd %s, handler ran %d", r, errname(errno), g_hits == 3);
+
+  // epoll_pwait: SIGUSR1 is blocked in the program and let through only during the wait.
+  sigset_t block, during;
+  sigemptyset(&block);
+  sigaddset(&block, SIGUSR1);
+  CHECK(sigprocmask(SIG_BLOCK, &block, nullptr) == 0);
+  CHECK(kill(getpid(), SIGUSR1) == 0);
+  say("SIGUSR1 pending while blocked: handler runs so far %d", static_cast<int>(g_hits));
+  sigemptyset(&during);
+  errno = 0;
+  n = epoll_pwait(ep, out, 2, 10000, &during);
+  say("epoll_pwait with an open mask -> %d %s, handler runs %d", n, errname(errno), static_cast<int>(g_hits));
+  CHECK(sigprocmask(SIG_UNBLOCK, &block, nullptr) == 0);
+  // A signal whose handler restarts (SA_RESTART) still ends an epoll_wait: Linux never
+  // restarts epoll_wait.
+  sa.sa_flags = SA_RESTART;
+  CHECK(sigaction(SIGALRM, &sa, nullptr) == 0);
+  arm_timer(100);
+  errno = 0;
+  n = epoll_wait(ep, out, 2, 10000);
+  say("epoll_wait + SA_RESTART signal -> %d %s", n, errname(errno));
+  write_full(go[1], "q", 1);
+  n = epoll_wait(ep, out, 2, 5000);
+  say("peer closed -> %d, read %s", n, result(read(fd, &b, 1)).c_str());
+  close(ep);
+  close(fd);
+  wait_child(srv);
+  return 0;
+}
