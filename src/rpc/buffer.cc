@@ -194,6 +194,7 @@ void FrameReader::to_buffer() {
   memory::Chain head = att_.split(keep_bytes);
   att_buf_ = memory::Slice::heap(total - keep_bytes);
   att_buf_fill_ = att_.copy_to(att_buf_.writable_data(), att_.size());
+  stats_.copied_bytes += att_buf_fill_;
   if (att_views_ != 0) ++stats_.copied_out;
   att_ = std::move(head);
   att_views_ = 0;
@@ -205,6 +206,7 @@ FrameReader::Event FrameReader::complete() {
   att_buf_fill_ = 0;
   if (frame_.h.attach_len != 0) {
     ++stats_.attachments;
+    stats_.attachment_bytes += frame_.h.attach_len;
     if (att_views_ != 0) {
       ++stats_.views;
       for (size_t i = 0; i < att_.count(); ++i) {
@@ -304,19 +306,24 @@ void OutQueue::seal() {
 
 void OutQueue::append(const Attachment& a) {
   if (a.empty()) return;
+  ++stats_.attachments;
+  stats_.attachment_bytes += a.size();
   if (a.is_view()) {  // the view ends with its dispatch; the queue may outlive it
     a.copy_to({reserve(a.size()), a.size()});
+    stats_.copied_bytes += a.size();
     return;
   }
   for (size_t i = 0; i < a.slice_count(); ++i) {
     const memory::Slice& s = a.slice(i);
     if (s.size() <= kSmallSlice) {
       std::memcpy(reserve(s.size()), s.data(), s.size());
+      stats_.copied_bytes += s.size();
       continue;
     }
     seal();
     chain_.append(s);
     bytes_ += s.size();
+    if (pool_ != nullptr && s.owner() == pool_) stats_.pool_bytes += s.size();
   }
 }
 

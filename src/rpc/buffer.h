@@ -67,6 +67,18 @@ struct ReaderStats {
   uint64_t views = 0;             // attachments delivered as views of receive memory
   uint64_t copied_out = 0;        // attachments copied out of receive memory (hold cap, would-block)
   uint64_t views_kept = 0;        // views still referenced after their dispatch (misuse)
+  uint64_t attachment_bytes = 0;  // bytes of the attachments above
+  uint64_t copied_bytes = 0;      // of which rpc copied itself (views copied out); the
+                                  // transport's own copy into read_owned memory is not counted
+};
+
+// What OutQueue did with the attachments handed to it (Link::reader_stats' send twin).
+struct SendStats {
+  uint64_t attachments = 0;
+  uint64_t attachment_bytes = 0;
+  uint64_t copied_bytes = 0;      // copied into the scratch block (slices <= 512 B, views)
+  uint64_t pool_bytes = 0;        // referenced slices of the connection's pool(): the
+                                  // transport sends these where they lie (rdma: RDMA WRITE)
 };
 
 class FrameReader {
@@ -167,6 +179,9 @@ class OutQueue {
   size_t bytes() const { return bytes_; }
   bool empty() const { return bytes_ == 0; }
   void clear();
+  // The connection's pool() (for SendStats::pool_bytes only).
+  void set_pool(const void* pool) { pool_ = pool; }
+  const SendStats& stats() const { return stats_; }
 
  private:
   void seal();  // moves the scratch bytes handed out since the last seal into the chain
@@ -176,6 +191,8 @@ class OutQueue {
   size_t tail_sealed_ = 0;  // [0, tail_sealed_) is in chain_
   size_t tail_used_ = 0;    // [tail_sealed_, tail_used_) handed out, not yet in chain_
   size_t bytes_ = 0;
+  const void* pool_ = nullptr;
+  SendStats stats_;
 };
 
 }  // namespace conduit::rpc::detail

@@ -1,5 +1,6 @@
 #include "link.h"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -24,6 +25,7 @@ Link::Link(std::unique_ptr<transport::Connection> conn, LinkOwner* owner, const 
       src_(*conn_),
       reader_(options.limits, options.hold_bytes),
       out_(options.block_size) {
+  out_.set_pool(conn_->pool());
   wire::Metadata m = {{"max_payload", std::to_string(options_.limits.max_payload)}, {"impl", "conduit/0.1"}};
   wire::FrameHeader h;
   h.type = wire::FrameType::kHello;
@@ -44,6 +46,7 @@ Link::~Link() {
 void Link::start() {
   if (started_ || closed_) return;
   started_ = true;
+  out_.set_pool(conn_->pool());  // known once connected
   conn_->set_read_handler([this](transport::Connection&) { on_readable(); });
   flush();
 }
@@ -55,6 +58,9 @@ Status Link::send(wire::FrameHeader h, const wire::Metadata* meta, std::string_v
   const size_t bl = body != nullptr ? body->ByteSizeLong() : 0;
   const size_t al = att != nullptr ? att->size() : 0;
   if (ml > options_.limits.max_meta) return Status(Code::kInvalidArgument, "rpc: metadata too large (" + std::to_string(ml) + " bytes)");
+  if (bl > UINT32_MAX || al > UINT32_MAX)  // before the peer's HELLO its limit is unknown
+    return Status(Code::kResourceExhausted, "rpc: a body or attachment of " + std::to_string(std::max(bl, al)) +
+                                                " bytes exceeds the wire format's limit of 4294967295 bytes");
   if (uint64_t{bl} + al > peer_max_payload_) {
     return Status(Code::kResourceExhausted, "rpc: message of " + std::to_string(bl + al) +
                                               " bytes (body + attachment) exceeds the receiving side's limit (max_request_bytes / max_response_bytes) of " +

@@ -84,6 +84,7 @@ class Link {
   const LinkOptions& options() const { return options_; }
   const Status& close_reason() const { return reason_; }
   const ReaderStats& reader_stats() const { return reader_.stats(); }
+  const SendStats& send_stats() const { return out_.stats(); }
 
  private:
   // The connection's reads as FrameReader's source.

@@ -56,6 +56,13 @@ void ServerConn::fill(ConnectionStatus* out) const {
   out->set_attachments_copied_out(rs.copied_out);
   out->set_views_kept(rs.views_kept);
   out->set_zero_copy_pool(pool_ != nullptr);
+  out->set_attachment_bytes_in(rs.attachment_bytes);
+  out->set_attachment_bytes_copied_in(rs.copied_bytes);
+  const detail::SendStats& ss = link_->send_stats();
+  out->set_attachments_sent(ss.attachments);
+  out->set_attachment_bytes_sent(ss.attachment_bytes);
+  out->set_attachment_bytes_copied_sent(ss.copied_bytes);
+  out->set_attachment_bytes_pool_sent(ss.pool_bytes);
 }
 
 void ServerConn::reject(uint64_t id, ErrorCode code, const std::string& text) {

@@ -9,19 +9,19 @@
 // into its staging area).  The transport keeps what it took until it is on the wire (rdma:
 // until the completion), so do not write into an attachment's memory until its call ended.
 //
-// Receiving (docs/PROTOCOL.md "Attachments"): bytes come from Connection::read_owned.  On a
-// transport that copies anyway (tcp; rdma and shm without native owned reads) they are
-// heap memory of the attachment's own size, the application's to keep.  On a transport that
-// lends its receive memory (shm's ring views) the attachment is a *view* (is_view()): its
-// bytes are read in place while the handler (server) or stream callback runs, and the
-// connection gets the memory back when that returns.  Every way of keeping one -- copying
-// or moving the Attachment, to_chain(), release() -- makes a private heap copy first, so a
-// kept attachment never holds the connection's receive memory and never stalls the other
-// calls on it.  Do not keep a view's slices themselves (slice(i) copies): that pins the
+// Receiving (docs/PROTOCOL.md "Attachments"): bytes come from Connection::read_owned.  On
+// today's transports (tcp, shm, rdma: read_owned copies) an attachment is heap memory of
+// its own size, the application's to keep; it pins no connection memory.  On a transport
+// that lends its receive memory through read_owned (views of its ring) an attachment of up
+// to the connection's hold cap (ServerOptions / ChannelOptions `attachment_hold_bytes`) is
+// a *view* (is_view()): its bytes are read in place while the handler (server) or stream
+// callback runs, and the connection gets the memory back when that returns.  Every way of
+// keeping one -- copying or moving the Attachment, to_chain(), release() -- makes a private
+// heap copy first, so a kept attachment never holds receive memory and never stalls the
+// other calls.  Do not keep a view's slices themselves (slice(i) copies): that pins the
 // receive memory and, past the transport's hold limit, stops the connection (the server
-// counts such attachments as `views_kept` in its status).  An attachment larger than the
-// connection's hold cap (ServerOptions / ChannelOptions `attachment_hold_bytes`) is copied
-// out as it arrives and is never a view.
+// counts such attachments as `views_kept` in its status).  Larger attachments are copied
+// out as they arrive and are never views.
 //
 // Ownership: an Attachment owns references to its slices; copying a non-view Attachment
 // shares them (no byte copy), moving transfers them.  Threading: a value; distinct
