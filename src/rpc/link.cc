@@ -133,6 +133,9 @@ void Link::on_readable() {
         break;
       case FrameReader::Kind::kEof:
         dispatching_ = false;
+        // The peer may only have shut its write side (tcp): what the frames just read were
+        // answered with goes out first, as far as the connection takes it now.
+        if (!out_.empty()) (void)out_.flush(*conn_);
         finish_close(Status(Code::kClosed, options_.role + ": peer closed the connection"));
         return;
       case FrameReader::Kind::kIoError:
