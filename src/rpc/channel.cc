@@ -59,6 +59,7 @@ Status ClientConn::connect() {
       link_->close(Status(Code::kUnavailable, "rpc: connect " + ch_.url_ + ": connected to itself (nobody listens)"));
       return;
     }
+    if (memory::BlockPool* p = link_->connection().pool()) ch_.set_pool(p->weak_from_this().lock());
     set_state(ChannelState::kReady);
     for (auto& [id, call] : calls) call->cntl->reached_server_ = true;
     link_->start();
@@ -70,6 +71,7 @@ Status ClientConn::connect() {
   detail::LinkOptions lo;
   lo.stream_window = ch_.opts_.stream_window;
   lo.limits.max_payload = ch_.opts_.max_response_bytes;
+  lo.hold_bytes = ch_.opts_.attachment_hold_bytes;
   lo.role = "rpc client";
   link_ = std::make_unique<detail::Link>(std::move(*c), this, lo);
   if (ch_.opts_.connect_timeout_ms != 0) {
@@ -133,6 +135,7 @@ void ClientConn::on_frame(Frame& f) {
       }
       ErrorCode code = error_code_from_wire(f.h.code);
       if (code == ErrorCode::kOk) {
+        // The caller's Controller outlives this frame: a view is copied (Attachment's move).
         c->cntl->response_attachment_ = std::move(f.attachment);
         if (c->stream) {
           if (c->kind == MethodKind::kClientStream) {
@@ -561,6 +564,10 @@ Result<std::shared_ptr<ClientStream>> Channel::open_stream(const google::protobu
 
 void Channel::probe(std::function<void(Status)> cb) { impl_->probe(std::move(cb)); }
 void Channel::set_state_listener(std::function<void(ChannelState)> fn) { impl_->listener_ = std::move(fn); }
+std::shared_ptr<memory::BlockPool> Channel::pool() const {
+  std::lock_guard<std::mutex> lock(impl_->pool_mu_);
+  return impl_->pool_;
+}
 ChannelState Channel::state() const { return impl_->state_.load(std::memory_order_relaxed); }
 const std::string& Channel::url() const { return impl_->url_; }
 size_t Channel::in_flight() const { return impl_->in_flight_.load(std::memory_order_relaxed); }

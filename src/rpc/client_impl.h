@@ -5,6 +5,7 @@
 #include <google/protobuf/message.h>
 
 #include <memory>
+#include <mutex>
 #include <thread>
 #include <string>
 #include <unordered_map>
@@ -106,6 +107,12 @@ class ChannelImpl {
   std::unordered_map<const google::protobuf::MethodDescriptor*, uint32_t> ids_;
   std::unordered_map<uint64_t, detail::ClientCall*> by_id_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+  mutable std::mutex pool_mu_;
+  std::shared_ptr<memory::BlockPool> pool_;  // Channel::pool()
+  void set_pool(std::shared_ptr<memory::BlockPool> p) {
+    std::lock_guard<std::mutex> lock(pool_mu_);
+    pool_ = std::move(p);
+  }
 
  private:
   ClientConn* pick(bool ignore_backoff, Status* why);

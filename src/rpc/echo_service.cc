@@ -5,7 +5,9 @@
 #include <memory>
 
 #include "conduit/reactor/event_loop.h"
+#include "conduit/rpc/attachment.h"
 #include "conduit/rpc/controller.h"
+#include "conduit/rpc/errors.h"
 #include "conduit/rpc/stream.h"
 
 namespace conduit::rpc {
@@ -41,6 +43,23 @@ void EchoServiceImpl::Echo(google::protobuf::RpcController* base, const echo::Ec
     resp->set_payload(req->payload());
   }
   if (req->echo_attachment()) cntl->response_attachment() = cntl->request_attachment();
+  if (req->attachment_size() != 0) {
+    // On the loop: no wait for the pool (a full pool fails the call with its reason).
+    auto chain = allocate_attachment(cntl->pool().get(), req->attachment_size(), 0);
+    if (!chain.ok()) {
+      cntl->SetFailed(from_status_code(chain.status().code()), std::string(chain.status().message()));
+      done->Run();
+      return;
+    }
+    size_t at = 0;
+    for (size_t i = 0; i < chain->count(); ++i) {
+      const memory::Slice& s = chain->slice(i);
+      uint8_t* p = s.writable_data();
+      for (size_t k = 0; k < s.size(); ++k) p[k] = echo_attachment_byte(at + k);
+      at += s.size();
+    }
+    cntl->response_attachment().append(std::move(*chain));
+  }
   if (!name_.empty()) resp->set_server(name_);
   if (const std::string* v = find_meta(cntl->request_metadata(), "trace-id"); v != nullptr)
     cntl->response_metadata().emplace_back("trace-id", *v);

@@ -12,6 +12,9 @@
 
 namespace conduit::rpc {
 
+// Byte i of the attachment an EchoRequest with attachment_size asks for.
+inline uint8_t echo_attachment_byte(size_t i) { return static_cast<uint8_t>((i * 2654435761u) >> 13); }
+
 class EchoServiceImpl : public echo::EchoService {
  public:
   explicit EchoServiceImpl(std::string name = "") : name_(std::move(name)) {}

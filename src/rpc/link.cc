@@ -1,5 +1,6 @@
 #include "link.h"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -11,8 +12,9 @@ namespace {
 // How long a link that sent GOAWAY after a protocol error waits for the peer to read it
 // (and close) before closing itself.
 constexpr uint64_t kDrainNs = 500'000'000;
-// Reads per readable event before giving the loop to other connections.
-constexpr int kMaxReadsPerEvent = 16;
+// Bytes per readable event before giving the loop to other connections (checked where the
+// reader is at rest, so nothing staged is left behind).
+constexpr uint64_t kBytesPerEvent = 1 << 20;
 
 }  // namespace
 
@@ -20,9 +22,10 @@ Link::Link(std::unique_ptr<transport::Connection> conn, LinkOwner* owner, const 
     : conn_(std::move(conn)),
       owner_(owner),
       options_(options),
-      parser_(options.limits),
-      rx_(options.block_size),
+      src_(*conn_),
+      reader_(options.limits, options.hold_bytes),
       out_(options.block_size) {
+  out_.set_pool(conn_->pool());
   wire::Metadata m = {{"max_payload", std::to_string(options_.limits.max_payload)}, {"impl", "conduit/0.1"}};
   wire::FrameHeader h;
   h.type = wire::FrameType::kHello;
@@ -43,6 +46,7 @@ Link::~Link() {
 void Link::start() {
   if (started_ || closed_) return;
   started_ = true;
+  out_.set_pool(conn_->pool());  // known once connected
   conn_->set_read_handler([this](transport::Connection&) { on_readable(); });
   flush();
 }
@@ -54,6 +58,9 @@ Status Link::send(wire::FrameHeader h, const wire::Metadata* meta, std::string_v
   const size_t bl = body != nullptr ? body->ByteSizeLong() : 0;
   const size_t al = att != nullptr ? att->size() : 0;
   if (ml > options_.limits.max_meta) return Status(Code::kInvalidArgument, "rpc: metadata too large (" + std::to_string(ml) + " bytes)");
+  if (bl > UINT32_MAX || al > UINT32_MAX)  // before the peer's HELLO its limit is unknown
+    return Status(Code::kResourceExhausted, "rpc: a body or attachment of " + std::to_string(std::max(bl, al)) +
+                                                " bytes exceeds the wire format's limit of 4294967295 bytes");
   if (uint64_t{bl} + al > peer_max_payload_) {
     return Status(Code::kResourceExhausted, "rpc: message of " + std::to_string(bl + al) +
                                               " bytes (body + attachment) exceeds the receiving side's limit (max_request_bytes / max_response_bytes) of " +
@@ -118,100 +125,75 @@ void Link::on_readable() {
   if (closed_) return;
   std::weak_ptr<bool> alive = alive_;
   dispatching_ = true;
-  for (int i = 0; i < kMaxReadsPerEvent; ++i) {
-    std::span<uint8_t> room = rx_.writable(want_);
-    auto r = conn_->read(room);
-    if (!r.ok()) {
-      if (r.status().would_block()) break;
-      dispatching_ = false;
-      finish_close(r.status().annotate(options_.role + ": read"));
-      return;
+  uint64_t done = reader_.take_progress();
+  for (;;) {
+    const FrameReader::Event ev = draining_ ? reader_.skip(src_) : reader_.next(src_);
+    switch (ev.kind) {
+      case FrameReader::Kind::kWouldBlock:
+        break;
+      case FrameReader::Kind::kEof:
+        dispatching_ = false;
+        // The peer may only have shut its write side (tcp): what the frames just read were
+        // answered with goes out first, as far as the connection takes it now.
+        if (!out_.empty()) (void)out_.flush(*conn_);
+        finish_close(Status(Code::kClosed, options_.role + ": peer closed the connection"));
+        return;
+      case FrameReader::Kind::kIoError:
+        dispatching_ = false;
+        finish_close(Status(ev.error).annotate(options_.role + ": read"));
+        return;
+      case FrameReader::Kind::kProtocol:
+        protocol_error(ev.error);
+        return;
+      case FrameReader::Kind::kOversized:
+        if (!got_first_) {
+          protocol_error(Status(Code::kProtocolError, "first frame is not HELLO"));
+          return;
+        }
+        owner_->on_oversized(reader_.frame().h);
+        if (alive.expired() || closed_) return;
+        break;
+      case FrameReader::Kind::kFrame:
+        if (!dispatch(reader_.frame())) return;  // closed (possibly destroyed: touch nothing)
+        reader_.finish(src_);
+        if (reader_.stats().views_kept != views_kept_seen_) {
+          if (views_kept_seen_ == 0)
+            CONDUIT_LOG(kWarn) << options_.role << ": " << conn_->describe()
+                               << ": an attachment view was kept past its call by its slices; it pins the "
+                                  "connection's receive memory (keep a copy of the Attachment instead)";
+          views_kept_seen_ = reader_.stats().views_kept;
+        }
+        break;
     }
-    if (*r == 0) {
-      dispatching_ = false;
-      finish_close(Status(Code::kClosed, options_.role + ": peer closed the connection"));
-      return;
-    }
-    rx_.produced(*r);
-    if (!parse()) return;  // closed (possibly destroyed: touch nothing)
-    if (alive.expired() || closed_) return;
-    if (*r < room.size()) break;  // drained what was there
+    if (ev.kind == FrameReader::Kind::kWouldBlock) break;
+    done += reader_.take_progress();
+    if (done >= kBytesPerEvent && reader_.at_rest()) break;  // readiness brings us back
   }
   dispatching_ = false;
   if (!out_.empty() && !write_armed_) flush();
 }
 
-bool Link::parse() {
+bool Link::dispatch(Frame& f) {
   std::weak_ptr<bool> alive = alive_;
-  for (;;) {
-    std::span<const uint8_t> in = rx_.readable();
-    if (discard_ != 0) {
-      const size_t d = static_cast<size_t>(std::min<uint64_t>(discard_, in.size()));
-      rx_.consume(d);
-      discard_ -= d;
-      want_ = 0;
-      if (discard_ != 0) return true;
-      continue;
-    }
-    if (draining_) {
-      rx_.consume(in.size());
-      return true;
-    }
-    auto ev = parser_.next(in);
-    switch (ev.kind) {
-      case wire::FrameParser::Kind::kNeedMore:
-        want_ = ev.need;
-        return true;
-      case wire::FrameParser::Kind::kError:
-        protocol_error(ev.error);
-        return false;
-      case wire::FrameParser::Kind::kOversized:
-        if (!got_first_) {
-          protocol_error(Status(Code::kProtocolError, "first frame is not HELLO"));
-          return false;
-        }
-        discard_ = ev.frame_bytes;
-        want_ = 0;
-        owner_->on_oversized(ev.header);
-        if (alive.expired() || closed_) return false;
-        continue;
-      case wire::FrameParser::Kind::kFrame:
-        break;
-    }
-    want_ = 0;
-    Frame f;
-    f.h = ev.header;
-    const uint8_t* p = in.data() + wire::kHeaderSize;
-    f.meta = {p, f.h.meta_len};
-    f.body = {p + f.h.meta_len, f.h.body_len};
-    if (f.h.attach_len != 0)
-      f.attachment.append_slice(rx_.slice(wire::kHeaderSize + f.h.meta_len + f.h.body_len, f.h.attach_len));
-    if (!got_first_) {
-      got_first_ = true;
-      if (f.h.type != wire::FrameType::kHello) {
-        protocol_error(Status(Code::kProtocolError, "first frame is " + std::string(wire::frame_type_name(f.h.type)) + ", not HELLO"));
-        return false;
-      }
-      handle_hello(f);
-      if (closed_) return false;
-      rx_.consume(ev.frame_bytes);
-      continue;
-    }
-    if (f.h.type == wire::FrameType::kHello) {
-      protocol_error(Status(Code::kProtocolError, "second HELLO"));
+  if (!got_first_) {
+    got_first_ = true;
+    if (f.h.type != wire::FrameType::kHello) {
+      protocol_error(Status(Code::kProtocolError, "first frame is " + std::string(wire::frame_type_name(f.h.type)) + ", not HELLO"));
       return false;
     }
-    if (f.h.type == wire::FrameType::kPing) {
-      rx_.consume(ev.frame_bytes);
-      send_control(wire::FrameType::kPong, f.h.call_id, f.h.arg);
-      continue;
-    }
-    // The frame's views point into the block; consume after dispatch (the block stays
-    // alive through `f.attachment` or this buffer).
-    owner_->on_frame(f);
-    if (alive.expired() || closed_) return false;
-    rx_.consume(ev.frame_bytes);
+    handle_hello(f);
+    return !alive.expired() && !closed_ && !draining_;
   }
+  if (f.h.type == wire::FrameType::kHello) {
+    protocol_error(Status(Code::kProtocolError, "second HELLO"));
+    return false;
+  }
+  if (f.h.type == wire::FrameType::kPing) {
+    send_control(wire::FrameType::kPong, f.h.call_id, f.h.arg);
+    return true;
+  }
+  owner_->on_frame(f);
+  return !alive.expired() && !closed_;
 }
 
 void Link::handle_hello(const Frame& f) {

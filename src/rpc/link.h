@@ -1,5 +1,5 @@
 // Link: the framing half of an rpc connection, shared by server and client.  Owns the
-// transport::Connection, reads and splits frames (wire::FrameParser), sends frames through
+// transport::Connection, reads frames off it (FrameReader, buffer.h), sends frames through
 // an OutQueue (writes are deferred while frames are being dispatched, so a batch of
 // requests answered in one go costs one writev), exchanges HELLO, and closes the connection
 // with a logged reason on a malformed frame or a wire-version mismatch (after telling the
@@ -25,16 +25,12 @@
 
 namespace conduit::rpc::detail {
 
-struct Frame {
-  wire::FrameHeader h;
-  std::span<const uint8_t> meta;
-  std::span<const uint8_t> body;
-  Attachment attachment;  // slices of the receive block (zero copy)
-};
-
 class LinkOwner {
  public:
   virtual ~LinkOwner() = default;
+  // f's views (meta, body, a view attachment) end when this returns: whatever the owner
+  // keeps of the attachment past that it takes with AttachmentAccess::take and makes
+  // private (AttachmentAccess::make_private) before returning.
   virtual void on_frame(Frame& f) = 0;
   // A well-formed frame whose payload exceeds the receive limit; its bytes are discarded.
   virtual void on_oversized(const wire::FrameHeader& h) = 0;
@@ -49,7 +45,8 @@ class LinkOwner {
 struct LinkOptions {
   uint32_t stream_window = 256 << 10;  // per-stream receive window granted to the peer
   wire::Limits limits;                 // receive limits
-  size_t block_size = 64 << 10;        // receive and send block size
+  size_t block_size = 64 << 10;        // send scratch block size
+  size_t hold_bytes = 256 << 10;       // larger attachments are never views (buffer.h)
   std::string role = "rpc";            // for log lines: "rpc server", "rpc client"
 };
 
@@ -86,10 +83,26 @@ class Link {
   const transport::Connection& connection() const { return *conn_; }
   const LinkOptions& options() const { return options_; }
   const Status& close_reason() const { return reason_; }
+  const ReaderStats& reader_stats() const { return reader_.stats(); }
+  const SendStats& send_stats() const { return out_.stats(); }
 
  private:
+  // The connection's reads as FrameReader's source.
+  class ConnectionSource final : public ByteSource {
+   public:
+    explicit ConnectionSource(transport::Connection& c) : c_(c) {}
+    Result<std::span<const uint8_t>> peek() override { return c_.peek(); }
+    Status consume(size_t n) override { return c_.consume(n); }
+    Result<size_t> read(std::span<uint8_t> buf) override { return c_.read(buf); }
+    Result<size_t> read_owned(memory::Chain& out, size_t max) override { return c_.read_owned(out, max); }
+    const void* pool() const override { return c_.pool(); }
+
+   private:
+    transport::Connection& c_;
+  };
+
   void on_readable();
-  bool parse();  // false: the link closed
+  bool dispatch(Frame& f);  // false: the link closed (possibly destroyed)
   void flush();
   void on_write_ready();
   void handle_hello(const Frame& f);
@@ -99,11 +112,10 @@ class Link {
   std::unique_ptr<transport::Connection> conn_;
   LinkOwner* owner_;
   LinkOptions options_;
-  wire::FrameParser parser_;
-  RxBuffer rx_;
+  ConnectionSource src_;
+  FrameReader reader_;
   OutQueue out_;
-  size_t want_ = 0;          // bytes the frame at rpos needs (0 = unknown)
-  uint64_t discard_ = 0;     // bytes of an oversized frame still to drop
+  uint64_t views_kept_seen_ = 0;  // reader_stats().views_kept already logged about
   bool dispatching_ = false;
   bool started_ = false;
   bool write_armed_ = false;

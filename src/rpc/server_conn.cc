@@ -1,4 +1,5 @@
 // ServerConn: one accepted connection of an rpc::Server: requests in, responses out.
+#include "attachment_access.h"
 #include "conduit/base/clock.h"
 #include "conduit/base/log.h"
 #include "server_impl.h"
@@ -30,7 +31,9 @@ void ServerConn::start(std::unique_ptr<transport::Connection> c) {
   detail::LinkOptions lo;
   lo.stream_window = srv_.options().stream_window;
   lo.limits.max_payload = srv_.options().max_request_bytes;
+  lo.hold_bytes = srv_.options().attachment_hold_bytes;
   lo.role = "rpc server";
+  if (memory::BlockPool* p = c->pool()) pool_ = p->weak_from_this().lock();
   link_ = std::make_unique<detail::Link>(std::move(c), this, lo);
   link_->start();
 }
@@ -47,6 +50,19 @@ void ServerConn::fill(ConnectionStatus* out) const {
   out->set_bytes_written(c.stats().bytes_written);
   out->set_in_flight(calls_.size());
   out->set_loop(static_cast<uint32_t>(loop_index_));
+  const detail::ReaderStats& rs = link_->reader_stats();
+  out->set_attachments(rs.attachments);
+  out->set_attachment_views(rs.views);
+  out->set_attachments_copied_out(rs.copied_out);
+  out->set_views_kept(rs.views_kept);
+  out->set_zero_copy_pool(pool_ != nullptr);
+  out->set_attachment_bytes_in(rs.attachment_bytes);
+  out->set_attachment_bytes_copied_in(rs.copied_bytes);
+  const detail::SendStats& ss = link_->send_stats();
+  out->set_attachments_sent(ss.attachments);
+  out->set_attachment_bytes_sent(ss.attachment_bytes);
+  out->set_attachment_bytes_copied_sent(ss.copied_bytes);
+  out->set_attachment_bytes_pool_sent(ss.pool_bytes);
 }
 
 void ServerConn::reject(uint64_t id, ErrorCode code, const std::string& text) {
@@ -158,6 +174,7 @@ void ServerConn::on_request(Frame& f) {
   call->cntl.transport_ = transport_;
   call->cntl.remote_ = peer_;
   call->cntl.loop_ = &loop_;
+  call->cntl.pool_ = pool_;
   call->cntl.cancel_ = std::make_shared<Controller::CancelHook>();
   std::string ignored;
   Status ms = wire::decode_meta(f.meta, &call->cntl.request_meta_, &ignored);
@@ -166,7 +183,7 @@ void ServerConn::on_request(Frame& f) {
     link_->close_with(ErrorCode::kInvalidArgument, ms.annotate("REQUEST"));
     return;
   }
-  call->cntl.request_attachment_ = std::move(f.attachment);
+  detail::AttachmentAccess::take(call->cntl.request_attachment_, f.attachment);
   call->req.reset(m->service->GetRequestPrototype(m->md).New());
   call->resp.reset(m->service->GetResponsePrototype(m->md).New());
   if (!streaming_in && !call->req->ParseFromArray(f.body.data(), static_cast<int>(f.body.size()))) {
@@ -199,13 +216,19 @@ void ServerConn::on_request(Frame& f) {
     if (streaming_in && (f.h.flags & wire::kFlagEndStream) != 0) c->stream->core_->half_close_pending = true;
   }
   // Unary and server-streaming calls may run on a worker; streams with input stay here.
+  // A view of the receive memory ends with this frame's dispatch: a handler elsewhere or
+  // later gets private bytes (docs/PROTOCOL.md "Attachments").
   if (srv_.workers() != nullptr && m->kind == MethodKind::kUnary) {
+    detail::AttachmentAccess::make_private(c->cntl.request_attachment_);
     if (srv_.workers()->push([c] { c->conn->run_handler(c); })) return;
     c->cntl.SetFailed(ErrorCode::kResourceExhausted, "rpc server: worker queue full");
     finish(c);
     return;
   }
   run_handler(c);
+  // Still running (an asynchronous handler): it keeps the attachment past the view's end.
+  if (auto it = calls_.find(id); it != calls_.end() && it->second == c)
+    detail::AttachmentAccess::make_private(c->cntl.request_attachment_);
 }
 
 // On the handler's thread (loop or worker).

@@ -205,6 +205,7 @@ class ServerConn : public detail::LinkOwner, public std::enable_shared_from_this
   bool goaway_sent_ = false;
   std::string transport_;
   std::string peer_;
+  std::shared_ptr<memory::BlockPool> pool_;  // the connection's (Controller::pool())
 };
 
 }  // namespace conduit::rpc

@@ -28,11 +28,12 @@ Status StreamCore::on_frame_message(Frame& f) {
     return Status(Code::kProtocolError, "rpc stream: peer exceeded the stream window");
   if ((f.h.flags & wire::kFlagEndStream) != 0) half_close_pending = true;
   if (paused || !on_message || !queue.empty() || delivering) {
-    queue.push_back({std::string(reinterpret_cast<const char*>(f.body.data()), f.body.size()), std::move(f.attachment)});
+    // Queued past this frame's dispatch: a copy (shares private slices, copies a view).
+    queue.push_back({std::string(reinterpret_cast<const char*>(f.body.data()), f.body.size()), f.attachment});
   } else {
-    const Attachment att = std::move(f.attachment);
+    // Delivered while the frame is dispatched: a view stays a view (zero copy).
     std::weak_ptr<bool> a = alive;
-    if (!deliver_one(f.body.data(), f.body.size(), att)) return Status::Ok();
+    if (!deliver_one(f.body.data(), f.body.size(), f.attachment)) return Status::Ok();
     if (a.expired()) return Status::Ok();
     consume(n);
   }

@@ -11,6 +11,14 @@ constexpr size_t kOffMagic = 0, kOffVersion = 4, kOffType = 5, kOffFlags = 6, kO
                  kOffMeta = 20, kOffBody = 24, kOffAttach = 28, kOffArg = 32;
 static_assert(kOffArg + 8 == kHeaderSize, "header is 40 bytes");
 static_assert(kOffCallId % 8 == 0 && kOffArg % 8 == 0, "u64 fields are 8-byte aligned in the header");
+static_assert(kOffMagic + 4 == kOffVersion && kOffVersion + 1 == kOffType && kOffType + 1 == kOffFlags &&
+                  kOffFlags + 2 == kOffCallId && kOffCallId + 8 == kOffCode && kOffCode + 4 == kOffMeta &&
+                  kOffMeta + 4 == kOffBody && kOffBody + 4 == kOffAttach && kOffAttach + 4 == kOffArg,
+              "fields are contiguous, in the documented order");
+// The attachment: its length at byte 28 (docs/PROTOCOL.md "Attachments"), its bytes after
+// metadata and body; the length field holds every size the limits allow.
+static_assert(kOffAttach == 28, "att len is at byte 28");
+static_assert(sizeof(FrameHeader::attach_len) == 4, "att len is a u32 on the wire");
 
 constexpr std::string_view kTypeNames[] = {"?",      "HELLO",      "REQUEST", "RESPONSE", "MESSAGE", "HALF_CLOSE",
                                            "CANCEL", "WINDOW",     "PING",    "PONG",     "GOAWAY"};

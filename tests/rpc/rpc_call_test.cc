@@ -5,7 +5,11 @@
 #include <future>
 #include <thread>
 
+#include <cstring>
+
 #include "conduit/base/clock.h"
+#include "conduit/memory/pool.h"
+#include "conduit/rpc/attachment.h"
 #include "conduit/rpc/echo.pb.h"
 #include "conduit/rpc/status.pb.h"
 #include "rpc_harness.h"
@@ -330,6 +334,145 @@ TEST_P(RpcTest, AttachmentsByteForByte) {
     ASSERT_FALSE(cntl.Failed()) << n << ": " << cntl.ErrorText();
     ASSERT_EQ(cntl.response_attachment().size(), n);
     EXPECT_TRUE(cntl.response_attachment().to_string() == bytes) << "attachment of " << n << " bytes differs";
+  }
+}
+
+// The server's view of its (one) client connection, from the status service.
+rpc::ConnectionStatus server_connection(Channel& ch) {
+  rpc::StatusService_Stub status(&ch);
+  rpc::StatusRequest sreq;
+  rpc::StatusResponse sresp;
+  Controller cntl;
+  status.GetStatus(&cntl, &sreq, &sresp, nullptr);
+  EXPECT_FALSE(cntl.Failed()) << cntl.ErrorText();
+  EXPECT_EQ(sresp.connections_size(), 1) << sresp.DebugString();
+  return sresp.connections_size() == 1 ? sresp.connections(0) : rpc::ConnectionStatus();
+}
+
+// Several MiB each way, byte for byte, and no copy by rpc on either path: the request
+// attachment is memory from the channel's pool (rdma: its registered arena, sent in place;
+// heap elsewhere), the server echoes it by sharing the received slices, and a second call
+// has the server build its response attachment in the connection's pool.  The server's
+// status says what rpc copied (nothing) and what went to the transport as pool slices
+// (rdma: all of the built response).  What a transport itself copies is its own (tcp: into
+// the kernel; shm: into its ring; rdma receive: out of the receive ring -- docs/PROTOCOL.md
+// "Attachments").
+TEST_P(RpcTest, BigAttachmentsAreNotCopiedByRpc) {
+  MAKE_OR_SKIP(f);
+  const size_t n = GetParam().name == "shm_ring4k" ? (2 << 20) + 5 : (8 << 20) + 5;
+  EchoService_Stub stub(f.ch.get());
+  {
+    EchoRequest warm;
+    EchoResponse resp;
+    Controller c;
+    stub.Echo(&c, &warm, &resp, nullptr);  // connected: the channel knows its pool
+    ASSERT_FALSE(c.Failed()) << c.ErrorText();
+  }
+  std::shared_ptr<memory::BlockPool> pool = f.ch->pool();
+  if (GetParam().scheme == "rdma") {
+    ASSERT_NE(pool, nullptr) << "an rdma connection has a registered pool";
+  }
+  auto chain = rpc::allocate_attachment(pool.get(), n, 10000);
+  ASSERT_TRUE(chain.ok()) << chain.status().to_string();
+  std::string want(n, '\0');
+  uint64_t x = 0x2545F4914F6CDD1Dull;
+  for (size_t i = 0; i < n; ++i) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    want[i] = static_cast<char>(x >> 56);
+  }
+  size_t at = 0;
+  for (size_t i = 0; i < chain->count(); ++i) {
+    const memory::Slice& sl = chain->slice(i);
+    std::memcpy(sl.writable_data(), want.data() + at, sl.size());
+    at += sl.size();
+  }
+  const uint8_t* first = chain->slice(0).data();
+  {
+    EchoRequest req;
+    req.set_echo_attachment(true);
+    EchoResponse resp;
+    Controller c;
+    c.set_timeout_ms(60000);
+    c.request_attachment() = rpc::Attachment(std::move(*chain));
+    EXPECT_EQ(c.request_attachment().slice(0).data(), first);  // taken, not copied
+    stub.Echo(&c, &req, &resp, nullptr);
+    ASSERT_FALSE(c.Failed()) << c.ErrorText();
+    ASSERT_EQ(c.response_attachment().size(), n);
+    EXPECT_TRUE(c.response_attachment().to_string() == want) << "echoed attachment differs";
+  }
+  {
+    EchoRequest req;
+    req.set_attachment_size(static_cast<uint32_t>(n));
+    EchoResponse resp;
+    Controller c;
+    c.set_timeout_ms(60000);
+    stub.Echo(&c, &req, &resp, nullptr);
+    ASSERT_FALSE(c.Failed()) << c.ErrorText();
+    const std::string got = c.response_attachment().to_string();
+    ASSERT_EQ(got.size(), n);
+    size_t bad = n;
+    for (size_t i = 0; i < n && bad == n; ++i)
+      if (static_cast<uint8_t>(got[i]) != rpc::echo_attachment_byte(i)) bad = i;
+    EXPECT_EQ(bad, n) << "built attachment differs at byte " << bad;
+  }
+  const rpc::ConnectionStatus st = server_connection(*f.ch);
+  EXPECT_EQ(st.attachments(), 1u);
+  EXPECT_EQ(st.attachment_bytes_in(), n);
+  EXPECT_EQ(st.attachment_bytes_copied_in(), 0u) << st.DebugString();
+  EXPECT_EQ(st.attachments_sent(), 2u);
+  EXPECT_EQ(st.attachment_bytes_sent(), 2 * n);
+  // At most one slice of <= 512 B per attachment may be copied into the frame's block.
+  EXPECT_LE(st.attachment_bytes_copied_sent(), 2u * 512) << st.DebugString();
+  EXPECT_EQ(st.zero_copy_pool(), pool != nullptr);
+  if (st.zero_copy_pool()) {
+    EXPECT_GE(st.attachment_bytes_pool_sent(), n - 512) << "the built response went to rdma as pool slices";
+  } else {
+    EXPECT_EQ(st.attachment_bytes_pool_sent(), 0u);
+  }
+}
+
+// Attachment sizes count against the receiver's limits like bodies: the caller gets
+// resource-exhausted naming the limit, and the connection goes on.
+TEST_P(RpcTest, AttachmentSizeLimitsAreEnforced) {
+  rpc::ServerOptions so;
+  so.max_request_bytes = 1 << 20;
+  rpc::ChannelOptions co;
+  co.max_response_bytes = 64 << 10;
+  MAKE_OR_SKIP(f, so, co);
+  EchoService_Stub stub(f.ch.get());
+  for (int round = 0; round < 2; ++round) {  // before and after the server's HELLO is known
+    EchoRequest req;
+    req.set_payload("p");
+    EchoResponse resp;
+    Controller c;
+    c.request_attachment().append(std::string((1 << 20), 'a'));  // body + attachment > 1 MiB
+    stub.Echo(&c, &req, &resp, nullptr);
+    EXPECT_EQ(c.error_code(), ErrorCode::kResourceExhausted) << c.ErrorText();
+    EXPECT_NE(c.ErrorText().find("1048576"), std::string::npos) << c.ErrorText();
+  }
+  {
+    EchoRequest req;
+    req.set_attachment_size(100000);  // response attachment above the channel's 64 KiB
+    EchoResponse resp;
+    Controller c;
+    stub.Echo(&c, &req, &resp, nullptr);
+    EXPECT_EQ(c.error_code(), ErrorCode::kResourceExhausted) << c.ErrorText();
+    EXPECT_NE(c.ErrorText().find("65536"), std::string::npos) << c.ErrorText();
+  }
+  // Just under both limits: fine, on the same connection.
+  EchoRequest req;
+  req.set_echo_attachment(true);
+  EchoResponse resp;
+  Controller c;
+  c.request_attachment().append(std::string((64 << 10) - 10, 'b'));
+  stub.Echo(&c, &req, &resp, nullptr);
+  ASSERT_FALSE(c.Failed()) << c.ErrorText();
+  EXPECT_EQ(c.response_attachment().size(), size_t{(64 << 10) - 10});
+  // Pool memory is bounded too: more than the pool's cap is refused with a clear error.
+  if (auto pool = f.ch->pool()) {
+    auto big = rpc::allocate_attachment(pool.get(), pool->options().cap_bytes + 1, 0);
+    EXPECT_EQ(big.status().code(), Code::kInvalidArgument) << big.status().to_string();
+    EXPECT_NE(big.status().message().find("exceeds pool"), std::string::npos) << big.status().to_string();
   }
 }
 

@@ -1,9 +1,9 @@
-// The frame codec, metadata, attachments and histogram, without any connection.
+// The frame codec, metadata, the error table and histogram, without any connection
+// (attachments and the frame reader: rpc_buffer_test.cc).
 #include <gtest/gtest.h>
 
 #include <cstring>
 
-#include "buffer.h"
 #include "conduit/rpc/errors.h"
 #include "histogram.h"
 #include "wire.h"
@@ -117,39 +117,6 @@ TEST(RpcErrors, TableMapsBothWays) {
   EXPECT_EQ(error_code_from_wire(200), ErrorCode::kInternal);
   EXPECT_EQ(from_status_code(Code::kClosed), ErrorCode::kUnavailable);
   EXPECT_EQ(error_code_name(ErrorCode::kDeadlineExceeded), "deadline-exceeded");
-}
-
-TEST(RpcAttachment, SharesSlicesAndCopiesOut) {
-  Attachment a("hello ");
-  Attachment b("world");
-  Attachment c;
-  c.append(a);
-  c.append(b);
-  EXPECT_EQ(c.size(), 11u);
-  EXPECT_EQ(c.slices().size(), 2u);
-  EXPECT_EQ(c.slices()[0].block, a.slices()[0].block);  // shared, not copied
-  EXPECT_EQ(c.to_string(), "hello world");
-  uint8_t out[5];
-  EXPECT_EQ(c.copy_to(out, 4), 5u);
-  EXPECT_EQ(std::string(reinterpret_cast<char*>(out), 5), "o wor");
-  c.compact();
-  EXPECT_EQ(c.slices().size(), 1u);
-  EXPECT_EQ(c.to_string(), "hello world");
-  EXPECT_TRUE(c == Attachment("hello world"));
-}
-
-TEST(RpcBuffer, KeptSlicesNeverBlockTheReceiveBuffer) {
-  detail::RxBuffer rx(64);
-  auto room = rx.writable(0);
-  std::memcpy(room.data(), "abcdefgh", 8);
-  rx.produced(8);
-  Attachment kept;
-  kept.append_slice(rx.slice(2, 4));
-  rx.consume(8);
-  // The block is shared by `kept`: the next read goes to a fresh block, the slice stays.
-  room = rx.writable(0);
-  std::memset(room.data(), 'z', room.size());
-  EXPECT_EQ(kept.to_string(), "cdef");
 }
 
 TEST(RpcHistogram, QuantilesWithinABucket) {

@@ -61,6 +61,7 @@ struct ChannelOptions {
   uint32_t connections = 1;                  // connections per server (a pool when > 1)
   uint64_t max_response_bytes = 128ull << 20; // body + attachment of one response
   uint32_t stream_window = 256 << 10;        // per-stream receive window granted to servers
+  uint64_t attachment_hold_bytes = 256 << 10; // as ServerOptions' (views only in stream callbacks)
   std::vector<std::shared_ptr<ClientInterceptor>> interceptors;
 };
 
@@ -105,6 +106,11 @@ class Channel : public google::protobuf::RpcChannel {
   void probe(std::function<void(Status)> cb);
   // Runs on the loop thread whenever the state of the (first) connection changes.
   void set_state_listener(std::function<void(ChannelState)> fn);
+
+  // The registered pool of the channel's connection, whose slices it sends without a
+  // copy (the rdma transport's arena; allocate_attachment() takes from it); null for
+  // transports without one (tcp, shm) and until the first connection is up.  Any thread.
+  std::shared_ptr<memory::BlockPool> pool() const;
 
   ChannelState state() const;
   const std::string& url() const;

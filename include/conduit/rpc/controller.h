@@ -97,6 +97,10 @@ class Controller : public google::protobuf::RpcController {
   // The loop serving the connection (for asynchronous handlers: timers, post()).  From a
   // worker thread only post() is allowed on it (EventLoop's threading rules).
   reactor::EventLoop* loop() const { return loop_; }
+  // The registered pool of the connection the call arrived on (rdma: its arena): a
+  // response attachment from allocate_attachment(pool().get(), n) is sent without a copy.
+  // Null for transports without one.
+  const std::shared_ptr<memory::BlockPool>& pool() const { return pool_; }
 
  private:
   friend struct detail::ServerCall;
@@ -126,6 +130,7 @@ class Controller : public google::protobuf::RpcController {
   std::string remote_;
   std::string transport_;
   reactor::EventLoop* loop_ = nullptr;
+  std::shared_ptr<memory::BlockPool> pool_;  // server side
   uint64_t deadline_ns_ = 0;  // server side: absolute monotonic deadline, 0 = none
 
   // Client: the running call, to cancel it.  Server: the call, for cancel notification.

@@ -42,6 +42,10 @@ struct ServerOptions {
   uint32_t stream_window = 256 << 10;          // per-stream receive window granted to clients
   uint32_t max_connections = 10000;            // further connections are closed at accept
   bool status_service = true;                  // serve conduit.rpc.StatusService (status.proto)
+  // Request attachments up to this size may be views of a connection's receive memory
+  // while their handler runs on the loop; larger ones are copied out as they arrive
+  // (attachment.h, docs/PROTOCOL.md "Attachments").  0 = never views.
+  uint64_t attachment_hold_bytes = 256 << 10;
 };
 
 // What an interceptor sees of a call.

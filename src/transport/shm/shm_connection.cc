@@ -40,6 +40,7 @@ ShmConnection::ShmConnection(reactor::EventLoop& loop, UniqueFd sock, ConnState 
 Result<size_t> ShmConnection::read(std::span<uint8_t> buf) {
   if (state_ != ConnState::kConnected) return not_connected();
   if (buf.empty()) return size_t{0};
+  if (size_t staged = take_staged_in(buf); staged != 0) return staged;  // peek()ed earlier (base class)
   size_t n = rx_.read(buf);
   // The producer sets its close flag after its last data: look again once the flag is seen.
   if (n == 0 && rx_.writer_closed()) n = rx_.read(buf);
@@ -96,7 +97,7 @@ void ShmConnection::set_write_handler(Handler h) {
 
 bool ShmConnection::has_pending_data() const {
   return state_ == ConnState::kConnected && read_on_ &&
-         (rx_.has_data_now() || rx_.writer_closed() || peer_hup_ || rx_.corrupt());
+         (has_staged_in() || rx_.has_data_now() || rx_.writer_closed() || peer_hup_ || rx_.corrupt());
 }
 void ShmConnection::process_pending() {
   if (!has_pending_data()) return;
