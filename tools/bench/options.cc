@@ -166,6 +166,16 @@ std::optional<int> parse_options(int argc, char** argv, Options* out) {
                                    "stream: the same work done in the connection's own buffers: the client "
                                    "fills each message in space from reserve()/commit(), the server checksums "
                                    "it where peek() shows it (shm: in the ring itself; implies --touch)");
+  std::string chunk_text = "64K";
+  auto* chunk = stream->add_option("--inplace-chunk", chunk_text,
+                                   "--inplace: the most the client fills per reserve()/commit(), 4K .. 64M (a "
+                                   "large message is committed in pieces so the server can start on it)")
+                    ->check([](const std::string& v) {
+                      uint64_t n = 0;
+                      if (!parse_size(v, &n)) return std::string("'" + v + "' is not a size");
+                      return n >= 4096 && n <= kMaxMessage ? std::string() : std::string("outside 4K .. 64M");
+                    })
+                    ->capture_default_str();
   stream->add_flag("--json", o.json, "Print one JSON object on stdout instead of tables");
   auto* pr = stream->add_flag("--progress", progress, "Show progress on stderr even when it is not a terminal");
   stream->add_flag("--no-progress", no_progress, "Never show progress")->excludes(pr);
@@ -221,6 +231,8 @@ std::optional<int> parse_options(int argc, char** argv, Options* out) {
         throw CLI::ValidationError("--server", "the client decides --touch and --inplace");
       if ((touch->count() > 0 || inplace->count() > 0) && o.test != StreamTest::kStream)
         throw CLI::ValidationError("--touch/--inplace", "apply to -t stream only");
+      if (chunk->count() > 0 && !o.inplace) throw CLI::ValidationError("--inplace-chunk", "needs --inplace");
+      (void)parse_size(chunk_text, &o.inplace_chunk);
       if (o.inplace) o.touch = true;
       o.progress = !no_progress && (progress || ::isatty(STDERR_FILENO) == 1) && o.role != Role::kServer;
     } else if (mc->parsed()) {

@@ -35,6 +35,7 @@ struct Options {
   // inplace does both in the connection's own buffers (reserve/commit, peek/consume).
   bool touch = false;
   bool inplace = false;  // implies touch
+  uint64_t inplace_chunk = 64 << 10;  // --inplace: most bytes per reserve()/commit()
 
   // memcpy (touch: fill the source, copy, checksum the destination, as a touching stream does)
   uint64_t copy_size = 64 << 10;

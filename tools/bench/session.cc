@@ -14,10 +14,10 @@ using transport::Connection;
 using transport::ConnState;
 
 namespace {
-// --inplace: the client reserves up to this much per commit (so the reader can start on a
-// large message before it is complete), and asks for at least this much (or the rest of
-// the message) so that a nearly full ring is not filled in slivers.
-constexpr size_t kInPlaceChunk = 64 << 10;
+// --inplace: the client asks for at least this much (or the rest of the message) per
+// reserve(), so that a nearly full ring is not filled in slivers.  The most it takes per
+// reserve()/commit() is --inplace-chunk, so that the server can start on a large message
+// before it is complete.
 constexpr size_t kInPlaceMin = 4096;
 }  // namespace
 
@@ -591,7 +591,7 @@ Status Client::run_stream_phase(uint32_t size, double seconds, uint64_t iters, u
       size_t wrote = 0;
       if (opts_.inplace) {  // build the message in the connection's own buffer
         const size_t left = size - off;
-        Result<std::span<uint8_t>> span = conn_->reserve(std::min(left, kInPlaceMin), std::min(left, kInPlaceChunk));
+        Result<std::span<uint8_t>> span = conn_->reserve(std::min(left, kInPlaceMin), std::min<size_t>(left, opts_.inplace_chunk));
         if (!span.ok()) {
           if (!span.status().would_block()) failure_ = span.status();
           return;
