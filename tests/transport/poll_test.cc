@@ -88,6 +88,56 @@ TEST(AdaptiveSpin, NeverAboveMax) {
   EXPECT_EQ(s.window_ns(), 20 * kUs);
 }
 
+TEST(AdaptiveSpin, APreemptedSpinCoolsDownExponentially) {
+  AdaptiveSpin s = AdaptiveSpin::adaptive(50 * kUs);
+  uint64_t t = kT0;
+  s.on_idle(t);
+  s.on_preempted(t + 40 * kUs);
+  EXPECT_LE(s.deadline(), t) << "stops at once";
+  s.on_work(t + 60 * kUs);  // the preempted gap teaches nothing: not an idle gap
+  EXPECT_EQ(s.idle_gaps(), 0u);
+  EXPECT_EQ(s.hits() + s.short_misses(), 0u);
+  EXPECT_EQ(s.window_ns(), 50 * kUs);
+  t += 100 * kUs;
+  s.on_idle(t);
+  EXPECT_LE(s.deadline(), t) << "no polling during the 1 ms cool-down";
+  s.on_sleep();
+  s.on_work(t + 10 * kUs);  // learnt as usual: a short miss
+  EXPECT_EQ(s.short_misses(), 1u);
+  t = kT0 + 1'100 * kUs;  // past the cool-down
+  s.on_idle(t);
+  EXPECT_GT(s.deadline(), t) << "polling again";
+  s.on_preempted(t + 40 * kUs);  // again: 2 ms this time
+  s.on_work(t + 41 * kUs);
+  t += 1'500 * kUs;
+  s.on_idle(t);
+  EXPECT_LE(s.deadline(), t) << "still cooling down 1.5 ms later";
+  s.on_sleep();
+  s.on_work(t + 10 * kUs);
+  t = kT0 + 1'100 * kUs + 2'100 * kUs;
+  s.on_idle(t);
+  EXPECT_GT(s.deadline(), t) << "polling again after 2 ms";
+  EXPECT_EQ(s.preemptions(), 2u);
+  // Gaps caught while spinning bring the cool-down back to 1 ms.
+  s.on_work(t + 5 * kUs);
+  t += 10 * kUs;
+  s.on_idle(t);
+  s.on_work(t + 5 * kUs);
+  t += 10 * kUs;
+  s.on_idle(t);
+  s.on_preempted(t);
+  s.on_work(t + 1 * kUs);
+  t += 1'100 * kUs;
+  s.on_idle(t);
+  EXPECT_GT(s.deadline(), t) << "a 1 ms cool-down after the hits";
+
+  AdaptiveSpin f = AdaptiveSpin::fixed(10 * kUs);
+  f.on_idle(t);
+  f.on_preempted(t);
+  EXPECT_EQ(f.deadline(), t + 10 * kUs) << "fixed polling never backs off";
+  EXPECT_EQ(f.preemptions(), 0u);
+}
+
 TEST(AdaptiveSpin, FixedNeverTunes) {
   AdaptiveSpin s = AdaptiveSpin::fixed(100 * kUs);
   EXPECT_EQ(s.mode(), AdaptiveSpin::Mode::kFixed);
@@ -102,7 +152,8 @@ TEST(AdaptiveSpin, FixedNeverTunes) {
 // A member whose work is a flag another thread (or another member) sets.
 class FakeMember : public SpinGroup::Member {
  public:
-  explicit FakeMember(uint64_t window_ns) : spin_(AdaptiveSpin::fixed(window_ns)) {}
+  explicit FakeMember(uint64_t window_ns, bool adaptive = false)
+      : spin_(adaptive ? AdaptiveSpin::adaptive(window_ns) : AdaptiveSpin::fixed(window_ns)) {}
   bool spin_poll(uint64_t now) override {
     ++polls;
     if (!ready.exchange(false)) {
@@ -114,8 +165,20 @@ class FakeMember : public SpinGroup::Member {
     if (on_run) on_run();
     return true;
   }
-  uint64_t spin_deadline() const override { return open ? spin_.deadline() : 0; }
+  uint64_t spin_deadline() const override {
+    if (stall_ns > 0) {  // stands for losing the CPU between two polls
+      std::this_thread::sleep_for(std::chrono::nanoseconds(stall_ns));
+      const_cast<FakeMember*>(this)->stall_ns = 0;
+    }
+    return open ? spin_.deadline() : 0;
+  }
+  void spin_preempted(uint64_t now) override {
+    ++preempted;
+    spin_.on_preempted(now);
+  }
   void idle(uint64_t now) { spin_.on_idle(now); }
+  uint64_t stall_ns = 0;
+  int preempted = 0;
 
   std::atomic<bool> ready{false};
   bool open = true;
@@ -144,8 +207,8 @@ TEST(SpinGroup, OneGroupPerLoopWhileHeld) {
   EXPECT_NE(c, nullptr);
 }
 
-// Work that appears on another thread within the window is run by the spin, without the
-// loop ever blocking.
+// Work that appears on another thread within the window is run by the spin (the fake
+// member's only way to run).
 TEST(SpinGroup, CatchesWorkWithinTheWindowWithoutSleeping) {
   auto loop = make_loop();
   auto g = SpinGroup::of(*loop);
@@ -164,11 +227,12 @@ TEST(SpinGroup, CatchesWorkWithinTheWindowWithoutSleeping) {
     m.idle(now);
     return g->spin(&m, now);
   });
+  // A fake member has no doorbell: bound each wait, in case the spin is preempted on a
+  // loaded machine and the loop sleeps (a real member would be woken by its peer).
   const uint64_t deadline = monotonic_ns() + 20'000'000'000ull;
-  while ((m.runs < kRounds) && monotonic_ns() < deadline) ASSERT_TRUE(loop->run_once(-1).ok());
+  while ((m.runs < kRounds) && monotonic_ns() < deadline) ASSERT_TRUE(loop->run_once(1).ok());
   peer.join();
-  EXPECT_EQ(m.runs, kRounds);
-  EXPECT_EQ(loop->wakeups(), 0u) << "the loop never slept";
+  EXPECT_EQ(m.runs, kRounds) << "every piece of work ran inside a spin";
 }
 
 // The window closes: spin returns false (block), quickly.
@@ -241,6 +305,36 @@ TEST(SpinGroup, OneSpinPerIterationPollsEveryOpenMember) {
   EXPECT_EQ(b.runs, 1) << "b's work ran inside the same spin";
   EXPECT_EQ(g->spins(), spins + 1) << "b's hook reused the iteration's spin";
   EXPECT_GT(b.polls, 0);
+}
+
+// Losing the CPU between two polls tells every polled member; adaptive ones then sleep
+// (their windows close for the cool-down), so the spin ends.
+TEST(SpinGroup, APreemptedSpinEndsAndTellsTheMembers) {
+  auto loop = make_loop();
+  auto g = SpinGroup::of(*loop);
+  FakeMember a(1'000'000 * kUs, true), b(1'000'000 * kUs, true);
+  bool result = true;
+  loop->add_before_sleep([&] {
+    const uint64_t now = monotonic_ns();
+    a.idle(now);
+    b.idle(now);
+    result = g->spin(&a, now);
+    return false;
+  });
+  loop->add_before_sleep([&] {  // as shm's hook: asks for a spin only while its window is open
+    const uint64_t now = monotonic_ns();
+    return b.spin_deadline() > now && g->spin(&b, now);
+  });
+  ASSERT_TRUE(loop->run_once(0).ok());  // both join (b after the spin: told not to block)
+  b.stall_ns = 5 * SpinGroup::kPreemptedNs;
+  ASSERT_TRUE(loop->run_once(0).ok());
+  EXPECT_FALSE(result) << "no work ran: the members sleep";
+  // At least once (b's stall); a loaded machine may have preempted the first spin too.
+  EXPECT_GE(g->preemptions(), 1u);
+  EXPECT_GE(a.preempted, 1);
+  EXPECT_GE(b.preempted, 1);
+  EXPECT_EQ(g->active(), 0u);
+  EXPECT_LE(a.spin_deadline(), monotonic_ns()) << "cooling down";
 }
 
 // A member may leave while the group spins (its handler closed it, or closed another).

@@ -20,7 +20,21 @@
 //   The window never exceeds `max`; a fresh policy starts at `max`.  A connection that
 //   idles costs one window of spinning, then nothing.
 //
-// Fixed mode (shm's busy_poll_us) spins a constant window and never tunes; off never spins.
+// Contention.  Spinning pays only when the peer runs on another CPU at the same time.  On
+// a machine with more runnable threads than CPUs -- or when the scheduler puts both ends on
+// one CPU, as it likes to for threads that wake each other -- a spinner keeps the CPU from
+// the very thread it waits for, and each exchange costs a scheduler time slice instead of
+// a wakeup (measured here: 0.1x TCP's rate instead of 20x).  The sign is that the spin
+// itself loses the CPU: the clock jumps between two polls (SpinGroup sees it and calls
+// on_preempted).  Then polling stops for a cool-down, 1 ms at first, doubling up to 1 s
+// while it keeps happening and halving with every gap caught while spinning outside a
+// cool-down; in between the side sleeps at once (pure event mode, which is what a
+// contended CPU rewards).  The gap during which the spin lost its CPU teaches nothing (its
+// length is the scheduler's, not the peer's); the gaps seen while cooling down are learnt
+// as usual (they are short misses or idle gaps), so polling resumes with a window that fits.
+//
+// Fixed mode (shm's busy_poll_us) spins a constant window and never tunes or backs off (it
+// is for dedicated cores); off never spins.
 //
 // Clock: the caller passes monotonic nanoseconds (base/clock.h).  Threading: plain data,
 // one thread.  Cost: a few arithmetic operations per call.
@@ -35,6 +49,8 @@ class AdaptiveSpin {
  public:
   enum class Mode : uint8_t { kOff, kAdaptive, kFixed };
   static constexpr uint64_t kFloorNs = 2'000;  // smallest window worth spinning
+  static constexpr uint64_t kMinCooldownNs = 1'000'000;  // after a preempted spin
+  static constexpr uint64_t kMaxCooldownNs = 1'000'000'000;
 
   AdaptiveSpin() = default;  // off
   static AdaptiveSpin off() { return AdaptiveSpin(); }
@@ -49,7 +65,18 @@ class AdaptiveSpin {
   // The side looked for work at `now` and found none.  The first such call after work
   // starts an idle gap (later ones extend it).
   void on_idle(uint64_t now) {
-    if (idle_since_ == 0) idle_since_ = now;
+    if (idle_since_ != 0) return;
+    idle_since_ = now;
+    cooling_ = now < cool_until_;
+  }
+  // A spin lost its CPU (contention): stop polling for the cool-down (see above).
+  void on_preempted(uint64_t now) {
+    if (mode_ != Mode::kAdaptive) return;
+    ++preemptions_;
+    cool_until_ = now + cooldown_;
+    cooldown_ = std::min(cooldown_ * 2, kMaxCooldownNs);
+    cooling_ = true;
+    gap_preempted_ = idle_since_ != 0;
   }
   // The side is about to block (its window closed).
   void on_sleep() { slept_ = idle_since_ != 0; }
@@ -60,7 +87,9 @@ class AdaptiveSpin {
     idle_since_ = 0;
     const bool slept = slept_;
     slept_ = false;
-    if (mode_ != Mode::kAdaptive) return;
+    const bool preempted = gap_preempted_;
+    gap_preempted_ = false;
+    if (mode_ != Mode::kAdaptive || preempted) return;
     if (gap >= max_) {
       ++idle_gaps_;
       window_ /= 2;
@@ -75,6 +104,7 @@ class AdaptiveSpin {
     } else {
       ++hits_;
       window_ = std::max({avg_ * 4, past_gap, kFloorNs});
+      if (!cooling_) cooldown_ = std::max(cooldown_ / 2, kMinCooldownNs);
     }
     window_ = std::min(window_, max_);
   }
@@ -83,13 +113,15 @@ class AdaptiveSpin {
   // side is busy (work since its last idle check) the window has not started: UINT64_MAX.
   uint64_t deadline() const {
     if (mode_ == Mode::kOff) return 0;
-    return idle_since_ == 0 ? UINT64_MAX : idle_since_ + window_;
+    if (idle_since_ == 0) return UINT64_MAX;
+    return cooling_ ? idle_since_ : idle_since_ + window_;
   }
 
   // What the policy saw (tests, stats).
   uint64_t hits() const { return hits_; }                  // idle gaps caught while spinning
   uint64_t short_misses() const { return short_misses_; }  // short gaps that found the side asleep
   uint64_t idle_gaps() const { return idle_gaps_; }        // gaps of at least max
+  uint64_t preemptions() const { return preemptions_; }    // spins that lost the CPU
 
  private:
   AdaptiveSpin(Mode m, uint64_t max_ns) : mode_(m), max_(max_ns), window_(max_ns) {}
@@ -100,7 +132,11 @@ class AdaptiveSpin {
   uint64_t idle_since_ = 0;  // 0 = busy (no idle check since the last work)
   uint64_t avg_ = 0;         // moving average (1/8) of the short gaps
   bool slept_ = false;
-  uint64_t hits_ = 0, short_misses_ = 0, idle_gaps_ = 0;
+  bool cooling_ = false;        // this idle gap falls in a cool-down: no spinning
+  bool gap_preempted_ = false;  // the spin lost its CPU during this idle gap
+  uint64_t cool_until_ = 0;
+  uint64_t cooldown_ = kMinCooldownNs;
+  uint64_t hits_ = 0, short_misses_ = 0, idle_gaps_ = 0, preemptions_ = 0;
 };
 
 }  // namespace conduit::transport::poll

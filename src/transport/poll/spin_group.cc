@@ -66,7 +66,7 @@ bool SpinGroup::spin(Member* m, uint64_t now) {
   spinning_ = true;
   const uint64_t slice_end = now + kSliceNs;
   bool ran = false, sliced = false;
-  for (uint32_t step = 1;; ++step) {
+  for (;;) {
     bool open = false;
     // Index loop: spin_poll may add members (a handler connects) or remove them.
     for (size_t i = 0; i < active_.size(); ++i) {
@@ -80,7 +80,7 @@ bool SpinGroup::spin(Member* m, uint64_t now) {
       }
       if (x->spin_poll(now)) {
         ran = true;
-        now = monotonic_ns();
+        now = monotonic_ns();  // handler time is not a preemption
       }
       if (active_[i] != nullptr && active_[i]->spin_deadline() > now) open = true;
     }
@@ -90,7 +90,15 @@ bool SpinGroup::spin(Member* m, uint64_t now) {
       break;
     }
     cpu_relax();
-    if ((step & 15) == 0) now = monotonic_ns();
+    const uint64_t t = monotonic_ns();
+    if (t - now > kPreemptedNs) {
+      // Lost the CPU: tell every polled member.  Adaptive windows close (their cool-down);
+      // fixed ones stay open and the spin goes on for them.
+      ++preemptions_;
+      for (Member* x : active_)
+        if (x != nullptr) x->spin_preempted(t);
+    }
+    now = t;
   }
   spinning_ = false;
   compact();

@@ -20,13 +20,18 @@
 // their peers wake them the usual way (for shm, a doorbell; it is seen at the end of the
 // current slice at the latest).
 //
+// Contention: if the clock jumps by more than kPreemptedNs between two polls (outside the
+// handlers), the spinning thread lost its CPU -- to another thread, possibly the very peer
+// it waits for.  The spin tells every polled member (spin_preempted): adaptive windows
+// close for a cool-down, so those members sleep; fixed ones (busy_poll_us) spin on.
+//
 // Used by shm:// (ring loads) and meant for rdma:// too (a CQ poll instead).
 //
 // Threading: loop thread only.  Lifetime: members hold the group by shared_ptr; the loop
 // keeps a plain pointer in a slot, cleared when the last member lets go (so a loop with no
 // polling connection has no group).  A member must leave() before it is destroyed; it may
 // leave (or another member may be closed) from inside spin_poll.  Cost: while spinning,
-// one spin_poll per open member per step, a clock read every 16 steps.
+// one spin_poll per open member and a clock read (vDSO) per step.
 #pragma once
 
 #include <cstdint>
@@ -41,6 +46,8 @@ class SpinGroup : public std::enable_shared_from_this<SpinGroup> {
  public:
   // A spin yields to the loop after this long even if work keeps coming.
   static constexpr uint64_t kSliceNs = 50'000;
+  // A pause this long between two polls means the thread was descheduled.
+  static constexpr uint64_t kPreemptedNs = 30'000;
 
   class Member {
    public:
@@ -50,6 +57,8 @@ class SpinGroup : public std::enable_shared_from_this<SpinGroup> {
     virtual bool spin_poll(uint64_t now) = 0;
     // When the member's window closes (AdaptiveSpin::deadline()); <= now: closed.
     virtual uint64_t spin_deadline() const = 0;
+    // The spin lost the CPU while polling this member (AdaptiveSpin::on_preempted).
+    virtual void spin_preempted(uint64_t now) = 0;
 
    protected:
     virtual ~Member() = default;
@@ -74,6 +83,7 @@ class SpinGroup : public std::enable_shared_from_this<SpinGroup> {
 
   size_t active() const;  // members polled by the next spin (tests)
   uint64_t spins() const { return spins_; }
+  uint64_t preemptions() const { return preemptions_; }
 
  private:
   explicit SpinGroup(reactor::EventLoop& loop) : loop_(loop) {}
@@ -85,6 +95,7 @@ class SpinGroup : public std::enable_shared_from_this<SpinGroup> {
   uint64_t spun_iteration_ = 0;  // loop iteration of the last spin (iterations start at 1)
   bool spun_result_ = false;
   uint64_t spins_ = 0;
+  uint64_t preemptions_ = 0;
 };
 
 }  // namespace conduit::transport::poll

@@ -127,6 +127,7 @@ class ShmConnection final : public Connection, private poll::SpinGroup::Member {
   bool before_sleep();
   bool spin_poll(uint64_t now) override;
   uint64_t spin_deadline() const override;
+  void spin_preempted(uint64_t now) override { spin_.on_preempted(now); }
   void handler_installed();
   void became_runnable();
   void on_bell_events(uint32_t);
