@@ -5,15 +5,15 @@
 # boot, runs alternating (conduit, perftest, conduit, ...) so drift hits both alike.
 # Prints the median of each cell and the ratio:
 #   bandwidth tests  BW average conduit/perftest   target >= 0.95
-#   latency tests    t_typical conduit/perftest    target <= 1.05
-# and PASS/MISS per cell.  Exits non-zero only when runs failed (no number), never for a
-# missed target.
+#   latency tests    t_typical conduit/perftest    target <= 1.05 (--lat-target)
+# and PASS/MISS per cell, with each tool's min..max over the repetitions.  Exits non-zero
+# only when runs failed (no number), never for a missed target.
 #
 # Run on the host, it re-runs itself in the testbed (testbed/run); run in the guest
 # (CONDUIT_IN_TESTBED set), it benchmarks rxe0 at 192.0.2.1 (CONDUIT_RDMA_DEVICE/_ADDR).
 #
 # Options (environment variables in brackets; CONDUIT_* ones pass into the testbed):
-#   --reps N          repetitions per tool and cell [CONDUIT_BENCH_REPS, 3]
+#   --reps N          repetitions per tool and cell [CONDUIT_BENCH_REPS, 5]
 #   --bw-seconds S    -D for the bandwidth tests [CONDUIT_BENCH_BW_SECONDS, 2]
 #   --lat-iters N     -n for the latency tests, lowered for big messages so a run moves at
 #                     most 16 MiB each way [CONDUIT_BENCH_LAT_ITERS, 2000]
@@ -21,6 +21,8 @@
 #                     [CONDUIT_BENCH_TESTS, all]
 #   --sizes "S ..."   message sizes [CONDUIT_BENCH_SIZES, "64 4096 65536 1048576"]; atomic_lat
 #                     always uses 8
+#   --lat-target R    the latency cells' target ratio [CONDUIT_BENCH_LAT_TARGET, 1.05];
+#                     issue 9 asks 1.03 for send_lat, write_lat and atomic_lat at 64 B
 #   --perftest-rdma-cm  connect perftest with rdma_cm (-R) instead of its default TCP
 #                     bootstrap [CONDUIT_BENCH_PERFTEST_RDMA_CM=1].  Only connection setup
 #                     differs; the default is TCP because perftest 4.5's -R mode
@@ -50,7 +52,8 @@ die() {
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # shellcheck source=bench/lib.sh
 source "$REPO/bench/lib.sh"
-reps=${CONDUIT_BENCH_REPS:-3}
+reps=${CONDUIT_BENCH_REPS:-5}
+lat_target=${CONDUIT_BENCH_LAT_TARGET:-1.05}
 bw_seconds=${CONDUIT_BENCH_BW_SECONDS:-2}
 lat_iters=${CONDUIT_BENCH_LAT_ITERS:-2000}
 tests=${CONDUIT_BENCH_TESTS:-"write_bw read_bw send_bw write_lat read_lat send_lat atomic_lat"}
@@ -66,6 +69,7 @@ while [[ $# -gt 0 ]]; do
 	--lat-iters) lat_iters=${2:?--lat-iters needs a value}; shift 2 ;;
 	--tests) tests=${2:?--tests needs a value}; shift 2 ;;
 	--sizes) sizes=${2:?--sizes needs a value}; shift 2 ;;
+	--lat-target) lat_target=${2:?--lat-target needs a value}; shift 2 ;;
 	--perftest-rdma-cm) perftest_tcp=0; shift ;;
 	--results) results_root=${2:?--results needs a value}; shift 2 ;;
 	-h | --help) usage; exit 0 ;;
@@ -76,6 +80,8 @@ for v in reps bw_seconds lat_iters; do
 	[[ ${!v} =~ ^[1-9][0-9]*$ ]] || die "$v must be a positive integer, not '${!v}'"
 done
 [[ $lat_iters -ge 5 ]] || die "--lat-iters must be at least 5 (perftest's minimum)"
+[[ $lat_target =~ ^[0-9]+(\.[0-9]+)?$ ]] || die "--lat-target must be a ratio like 1.03, not '$lat_target'"
+export CONDUIT_BENCH_LAT_TARGET=$lat_target
 for t in $tests; do
 	case $t in
 	write_bw | read_bw | send_bw | write_lat | read_lat | send_lat | atomic_lat) ;;
@@ -110,6 +116,10 @@ echo "test,size,tool,rep,attempt,value,status" >"$samples"
 	echo "conduit-perf: $perf"
 	echo "perftest: $(dpkg-query -W -f '${Version}' perftest 2>/dev/null || echo unknown), bootstrap $([[ $perftest_tcp == 1 ]] && echo TCP || echo 'rdma_cm (-R)')"
 	echo "reps $reps, bw -D $bw_seconds s, lat -n $lat_iters (capped at 16 MiB per direction, at least 20), sizes: $sizes"
+	echo "host load at the start (1/5/15 min): ${CONDUIT_BENCH_HOST_LOAD:-unknown (not started from the host)}"
+	# perftest converts cycles with this figure (unless its own 2 ms sample differs by
+	# over 2%); conduit-perf calibrates against CLOCK_MONOTONIC.  summary.py compares them.
+	echo "guest /proc/cpuinfo: $(grep -m1 'cpu MHz' /proc/cpuinfo | tr -s ' \t' ' ')"
 } >"$out/setup.txt"
 cat "$out/setup.txt"
 
@@ -241,9 +251,10 @@ done
 elapsed=$((SECONDS - start))
 
 summary_rc=0
-python3 - "$out" "$elapsed" <<'PY' || summary_rc=$?
-import csv, json, math, os, statistics, sys
-out, elapsed = sys.argv[1], sys.argv[2]
+python3 - "$out" "$elapsed" "$lat_target" <<'PY' || summary_rc=$?
+import csv, json, math, os, re, statistics, sys
+out, elapsed, lat_target = sys.argv[1], sys.argv[2], float(sys.argv[3])
+mhz = []  # conduit-perf's calibrated cycles per microsecond, one per run
 cells, order, notes = {}, [], []
 retries = {"conduit": 0, "perftest": 0}
 for r in csv.DictReader(open(os.path.join(out, "samples.csv"))):
@@ -257,7 +268,9 @@ for r in csv.DictReader(open(os.path.join(out, "samples.csv"))):
         # The number came from sed; the JSON must also parse and agree.
         path = os.path.join(out, "raw", f"{r['test']}-{r['size']}-conduit-{r['rep']}.{r['attempt']}.client.out")
         try:
-            row = json.load(open(path))["results"][0]
+            doc = json.load(open(path))
+            mhz.append(float(doc["cycles_per_us"]))
+            row = doc["results"][0]
             want = row["bw_avg_mbs"] if r["test"].endswith("_bw") else row["t_typical_us"]
             if abs(want - v) > 1e-6 * max(1.0, abs(v)):
                 raise ValueError(f"JSON says {want}")
@@ -275,11 +288,11 @@ for t, size in order:
     c, p = cells[(t, size)]["conduit"], cells[(t, size)]["perftest"]
     bw = t.endswith("_bw")
     metric = "BW avg [MB/sec]" if bw else "t_typical [usec]"
-    target = ">=0.95" if bw else "<=1.05"
+    target = ">=0.95" if bw else f"<={lat_target:g}"
     if c and p and statistics.median(p) > 0:
         mc, mp = statistics.median(c), statistics.median(p)
         ratio = mc / mp
-        verdict = "PASS" if (ratio >= 0.95 if bw else ratio <= 1.05) else "MISS"
+        verdict = "PASS" if (ratio >= 0.95 if bw else ratio <= lat_target) else "MISS"
         best = (max(c) / max(p)) if bw else (min(c) / min(p))
         rc = f"{min(c):.2f}..{max(c):.2f}"
         rp = f"{min(p):.2f}..{max(p):.2f}"
@@ -295,6 +308,14 @@ lines.append("ratio and result: medians of the repetitions; best: best conduit r
 lines.append(f"{counts['PASS']} PASS, {counts['MISS']} MISS, "
              f"{counts['NO DATA']} without data; repeated attempts: conduit {retries['conduit']}, "
              f"perftest {retries['perftest']}; benchmark time {elapsed} s")
+# The latency ratio is only as good as the two tools' cycle-to-time conversions.
+m = re.search(r"cpu MHz ?: ?([0-9.]+)", open(os.path.join(out, "setup.txt")).read())
+if m and mhz:
+    proc = float(m.group(1))
+    dev = max(abs(x - proc) for x in mhz) / proc
+    lines.append(f"clock: conduit-perf calibrated {min(mhz):.1f}..{max(mhz):.1f} MHz, /proc/cpuinfo {proc:.1f} MHz "
+                 f"(perftest's figure unless its own sample differs by >2%): at most {100 * dev:.2f}% apart"
+                 + ("" if dev < 0.005 else " -- latency ratios carry that error"))
 lines += notes
 text = "\n".join(lines)
 print(text)

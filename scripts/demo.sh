@@ -8,6 +8,9 @@
 #      guest's rxe0 address, conduit-kv-bench over both, then conduit-perf next to perftest
 #      (bench/perf_vs_perftest.sh, a short subset)
 #   (also conduit-bench ping-pong and streaming over tcp:// and shm:// on the host)
+#   RPC: one conduit-rpc-bench server on tcp:// and shm://, called with conduit-rpc over
+#   both and read with `conduit-rpc status`, a short echo benchmark; in the guest the same
+#   over rdma:// (changing the URL is the only difference)
 # Everything stays on 127.0.0.1 or inside the guest; every run is bounded by count and time.
 # Takes about 3 minutes after the build.  Numbers on a shared 2-core machine are noisy:
 # docs/BENCHMARKS.md has the measured tables and how to reproduce them.
@@ -18,7 +21,7 @@ jobs=${CONDUIT_JOBS:-$(nproc)}
 bash scripts/install-deps.sh
 echo "== build (RelWithDebInfo) =="
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build build -j "$jobs" --target conduit-kv conduit-kv-bench conduit-perf conduit-bench
+cmake --build build -j "$jobs" --target conduit-kv conduit-kv-bench conduit-perf conduit-bench conduit-rpc conduit-rpc-bench
 
 kv=build/tools/kv/conduit-kv
 kvbench=build/tools/kv/conduit-kv-bench
@@ -92,6 +95,28 @@ for url in tcp://127.0.0.1:0 "shm://conduit-demo-bench-$$" "shm://conduit-demo-b
 done
 
 echo
+echo "== RPC on the host: one echo server on tcp:// and shm://, conduit-rpc over both =="
+rb=build/tools/rpc/conduit-rpc-bench
+rc=build/tools/rpc/conduit-rpc
+rpc_shm=conduit-demo-rpc-$$
+"$rb" server -l tcp://127.0.0.1:0 -l "shm://$rpc_shm" --seconds 120 >"$work/rpc.log" 2>&1 &
+pids+=($!)
+for _ in $(seq 100); do [[ $(grep -c '^listening' "$work/rpc.log" || true) == 2 ]] && break; sleep 0.05; done
+rpc_tcp=$(grep '^listening tcp' "$work/rpc.log" | cut -d' ' -f2)
+for url in "$rpc_tcp" "shm://$rpc_shm"; do
+  echo "-- conduit-rpc call $url conduit.rpc.echo.EchoService/Echo '{\"payload\":\"aGVsbG8=\"}'"
+  timeout 10 "$rc" call "$url" conduit.rpc.echo.EchoService/Echo '{"payload":"aGVsbG8="}' -H trace-id=demo
+done
+echo "-- conduit-rpc status $rpc_tcp"
+timeout 10 "$rc" status "$rpc_tcp"
+echo "-- conduit-rpc-bench client (64 B, concurrency 1 and 16, 1 s per cell) over tcp:// then shm://"
+timeout 60 "$rb" client --url "$rpc_tcp" -s 64 -c 1,16 -D 1
+timeout 60 "$rb" client --url "shm://$rpc_shm" -s 64 -c 1,16 -D 1 | tail -n +2
+for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+wait 2>/dev/null || true
+pids=()
+
+echo
 echo "== in the Soft-RoCE guest: conduit-kv over rdma:// and tcp:// =="
 testbed/run --timeout 600 -- bash -c '
   set -euo pipefail
@@ -105,6 +130,18 @@ testbed/run --timeout 600 -- bash -c '
     timeout 60 build/tools/kv/conduit-kv-bench --transport "$t" -h "$addr" -p "$port" -c 4 -n 5000 -t set,get -q
   done
   kill %1; wait || true
+  echo
+  echo "== RPC in the guest: the echo server on rdma:// and tcp://, conduit-rpc over rdma:// =="
+  build/tools/rpc/conduit-rpc-bench server -l "rdma://$addr:7100" -l "tcp://$addr:7101" --seconds 120 >/tmp/rpc.log 2>&1 &
+  rpid=$!
+  for _ in $(seq 200); do [[ $(grep -c "^listening" /tmp/rpc.log || true) == 2 ]] && break; sleep 0.1; done
+  timeout 30 build/tools/rpc/conduit-rpc call "rdma://$addr:7100" conduit.rpc.echo.EchoService/Echo "{\"payload\":\"aGVsbG8=\"}"
+  timeout 30 build/tools/rpc/conduit-rpc status "rdma://$addr:7100" | sed -n "/^trans/,\$p"
+  for t in rdma tcp; do
+    port=7101; [[ $t == rdma ]] && port=7100
+    timeout 60 build/tools/rpc/conduit-rpc-bench client --url "$t://$addr:$port" -s 64 -c 1,16 -D 1
+  done
+  kill "$rpid"; wait || true
   echo
   echo "== conduit-perf next to perftest on rxe0 (short run; bench/perf_vs_perftest.sh for the full one) =="
   bash bench/perf_vs_perftest.sh --reps 1 --tests "write_bw send_lat" --sizes "64 65536" \

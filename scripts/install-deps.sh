@@ -14,6 +14,14 @@ packages=(
   # kv: libFuzzer for the RESP fuzz test; Debian's redis-cli/redis-benchmark/redis-server for
   # integration tests and comparisons; sockperf for the stream benchmark's peer
   clang libclang-rt-dev redis-tools redis-server sockperf
+  # memory-layer micro-benchmarks (bench/memory_micro.sh): Google Benchmark, mimalloc as a
+  # peer allocator; gnuplot draws the benchmark scripts' plots
+  libbenchmark-dev libmimalloc-dev gnuplot-nox
+  # kv: strace shows the AOF fsync before each reply under appendfsync always (kv_fsync_order_test)
+  strace
+  # rpc: protobuf (generic services, JSON mapping, libprotoc for conduit-rpc --proto); gRPC
+  # C++ for the comparison peer (bench/rpc_vs_grpc.sh); gnuplot for the benchmark plots
+  libprotobuf-dev libprotoc-dev protobuf-compiler libgrpc++-dev protobuf-compiler-grpc gnuplot-nox
   # Soft-RoCE testbed: qemu guest booting Debian's kernel with a busybox initramfs
   qemu-system-x86 busybox-static kmod iproute2 cpio xz-utils zstd procps
 )

@@ -58,7 +58,11 @@ if ! CONDUIT_REQUIRE_RDMA=1 CONDUIT_CONFORMANCE_STREAM_BYTES=${CONDUIT_CONFORMAN
     status=0
     for dir in build build-asan; do
       echo "== rdma ($dir) =="
-      ctest --test-dir "$dir" -L rdma --output-on-failure -j1 || status=1
+      # rpc rows run in the plain build only (budget: guest suites in both builds are for
+      # verbs, transport and memory code).
+      skip=()
+      [[ $dir == build-asan ]] && skip=(-E "^rdma/Rpc")
+      ctest --test-dir "$dir" -L rdma "${skip[@]}" --output-on-failure -j1 || status=1
     done
     exit $status' 2>&1 | tee "$logs/guest.log"; then
   status=1

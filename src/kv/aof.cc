@@ -1,5 +1,6 @@
 #include "aof.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -14,13 +15,6 @@
 namespace conduit::kv {
 
 namespace {
-
-Status corrupt(const std::string& path, uint64_t offset, const std::string& why) {
-  return Status(Code::kProtocolError,
-                "the append-only file " + path + " is corrupt at offset " + std::to_string(offset) + " (" + why +
-                    "), before its last record; refusing to load it. Restore a backup, or truncate the file to " +
-                    std::to_string(offset) + " bytes to keep the commands before the damage and lose the rest");
-}
 
 std::string dir_of(const std::string& path) {
   const size_t slash = path.rfind('/');
@@ -52,62 +46,46 @@ bool write_all(int fd, const char* p, size_t n, size_t* written) {
 
 }  // namespace
 
-Result<AofLoadResult> load_aof(const std::string& path, bool allow_truncated_tail, const ProtocolLimits& limits,
-                               const AofExecutor& exec) {
-  AofLoadResult r;
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd) {
-    if (errno == ENOENT) return r;
-    return Status::FromErrnoAuto(errno, "aof: open " + path);
-  }
-  RequestParser parser(limits);
-  ByteBuffer buf;
-  uint64_t offset = 0;  // file offset of buf.data()
-  bool eof = false;
-  while (!eof) {
-    const size_t want = std::max<size_t>(1 << 20, parser.bytes_hint() > buf.size() ? parser.bytes_hint() - buf.size() : 0);
-    char* dst = buf.prepare(want);
-    const ssize_t n = ::read(fd.get(), dst, want);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return Status::FromErrnoAuto(errno, "aof: read " + path);
+namespace {
+
+// A rewrite's temporary file is named after the pid of the server that started it.  A
+// server killed during a rewrite (SIGKILL, power loss) leaves it behind; at start the
+// files of servers that no longer run are removed.  One of a live process (another
+// server sharing the directory, mid-rewrite) is left alone.
+void remove_stale_rewrite_files(const std::string& dir) {
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return;
+  constexpr std::string_view kPrefix = "temp-rewriteaof-bg-", kSuffix = ".aof";
+  while (const dirent* ent = ::readdir(d)) {
+    const std::string_view name = ent->d_name;
+    if (name.size() <= kPrefix.size() + kSuffix.size() || name.substr(0, kPrefix.size()) != kPrefix ||
+        name.substr(name.size() - kSuffix.size()) != kSuffix)
+      continue;
+    const std::string_view digits = name.substr(kPrefix.size(), name.size() - kPrefix.size() - kSuffix.size());
+    long pid = 0;
+    bool numeric = digits.size() <= 9;
+    for (char c : digits) {
+      numeric = numeric && c >= '0' && c <= '9';
+      pid = pid * 10 + (c - '0');
     }
-    if (n == 0) eof = true;
-    buf.commit(static_cast<size_t>(n));
-    while (!buf.empty()) {
-      if (!parser.in_progress() && buf.data()[0] != '*')
-        return corrupt(path, offset, "expected '*', found byte " + std::to_string(static_cast<unsigned char>(buf.data()[0])));
-      size_t consumed = 0;
-      const auto outcome = parser.parse(buf.data(), buf.size(), &consumed);
-      if (outcome == RequestParser::Outcome::kNeedMore) break;
-      if (outcome == RequestParser::Outcome::kError) return corrupt(path, offset, parser.error());
-      if (outcome == RequestParser::Outcome::kCommand) {
-        Status s = exec(parser.args());
-        if (!s.ok()) return corrupt(path, offset, std::string(s.message()));
-        ++r.commands;
-      }
-      buf.consume(consumed);
-      offset += consumed;
-    }
+    if (!numeric || pid <= 0) continue;
+    if (pid == ::getpid() || ::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM) continue;  // alive
+    const std::string file = dir + "/" + std::string(name);
+    if (::unlink(file.c_str()) == 0)
+      CONDUIT_LOG(kInfo) << "aof: removed " << file << ", left by an AOF rewrite of process " << pid
+                         << ", which no longer runs";
+    else
+      CONDUIT_LOG(kWarn) << "aof: cannot remove the stale rewrite file " << file << ": " << std::strerror(errno);
   }
-  r.bytes = offset;
-  if (!buf.empty()) {
-    r.truncated_bytes = buf.size();
-    if (!allow_truncated_tail)
-      return Status(Code::kProtocolError, "the append-only file " + path + " ends with an incomplete command at offset " +
-                                              std::to_string(offset) + " (" + std::to_string(buf.size()) +
-                                              " bytes); aof-load-truncated is off, refusing to load it");
-    CONDUIT_LOG(kWarn) << "aof: " << path << " ends with an incomplete command (" << buf.size()
-                       << " bytes at offset " << offset << ", probably a crash mid-write): dropping it and truncating the file";
-    if (::truncate(path.c_str(), static_cast<off_t>(offset)) != 0)
-      return Status::FromErrnoAuto(errno, "aof: truncate " + path + " to " + std::to_string(offset));
-  }
-  return r;
+  ::closedir(d);
 }
+
+}  // namespace
 
 // --- Aof --------------------------------------------------------------------------------------
 
 Result<std::unique_ptr<Aof>> Aof::open(const std::string& path, AppendFsync policy) {
+  remove_stale_rewrite_files(dir_of(path));
   UniqueFd fd(::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644));
   if (!fd) return Status::FromErrnoAuto(errno, "aof: open " + path + " for appending");
   struct stat st{};
@@ -213,7 +191,14 @@ Result<int> Aof::start_rewrite(const std::function<bool(int fd)>& write_snapshot
     // Child: only the snapshot, then _exit (no destructors, no atexit, no stdio flush).
     rd.reset();
     const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    bool ok = fd >= 0 && write_snapshot(fd) && ::fsync(fd) == 0;
+    // Nothing may unwind out of here: an exception (out of memory) caught by the server's
+    // handlers would leave the child running a copy of the server.
+    bool ok = false;
+    try {
+      ok = fd >= 0 && write_snapshot(fd) && ::fsync(fd) == 0;
+    } catch (...) {
+      ok = false;
+    }
     if (fd >= 0 && ::close(fd) != 0) ok = false;
     ::_exit(ok ? 0 : 1);
   }

@@ -12,10 +12,16 @@
 // buffer.  When the child succeeds the parent appends that buffer to the new file,
 // fsyncs it and renames it over the old one.  A failed child leaves the old file alone.
 //
-// Loading: load_aof() replays the file through the caller's executor.  A torn last
-// record (a crash in the middle of a write) is dropped with a warning and the file is
-// truncated to the last complete command; anything unparseable before the end, or a
-// command that fails, refuses the load with the offset.
+// Loading (aof_load.cc): load_aof() replays the file through the caller's executor.  It
+// reads everything the writer can write (no client limits; the file's own size bounds
+// every length).  A torn last record (a crash in the middle of a write, nothing readable
+// after it) is dropped with a warning and the file is truncated to the last complete
+// command; damage before the end, or a command that fails, refuses the load with the
+// offset, the bytes there, and how to cut out exactly the damaged range.
+//
+// Integrity: records carry no checksum (as in Redis).  Damage to the framing (a length,
+// a '*' or '$') is found; a changed byte inside a value or a key loads silently as
+// different data.  See docs/KV.md.
 //
 // Threading: loop thread only (the fsync thread is internal).
 #pragma once
@@ -48,8 +54,7 @@ struct AofLoadResult {
 
 // exec runs one command and returns OK, or the error the command replied.
 using AofExecutor = std::function<Status(std::span<const std::string_view>)>;
-Result<AofLoadResult> load_aof(const std::string& path, bool allow_truncated_tail, const ProtocolLimits& limits,
-                               const AofExecutor& exec);
+Result<AofLoadResult> load_aof(const std::string& path, bool allow_truncated_tail, const AofExecutor& exec);
 
 class Aof {
  public:

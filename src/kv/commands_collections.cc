@@ -359,22 +359,36 @@ void spop_cmd(CommandContext& ctx) {
   auto& m = e->set->members;
   const size_t n = std::min<size_t>(static_cast<size_t>(count), m.size());
   if (has_count) ctx.reply.set(n);
-  std::vector<std::string_view> prop;
-  prop.reserve(n + 2);
-  prop.push_back("SREM");
-  prop.push_back(ctx.arg(1));
-  for (size_t i = 0; i < n; ++i) {
-    auto it = random_member(m, ctx.server);
-    ctx.reply.bulk(*it);
-    prop.push_back(ctx.own(std::move(m.extract(it).value())));
-  }
   if (n == 0) {
     if (has_count) return;
     return ctx.reply.null();
   }
   ctx.dirty += n;
-  ctx.propagate_as(prop);
-  if (m.empty()) ctx.db->remove(e);
+  if (n == m.size()) {
+    // The whole set: propagated as DEL, as Redis does.
+    for (const std::string& v : m) ctx.reply.bulk(v);
+    ctx.propagate_as({"DEL", ctx.arg(1)});
+    ctx.db->remove(e);
+    return;
+  }
+  // Propagated as SREMs of at most kBatch members (Redis' batch size), never one command
+  // with more arguments than a client may send: the AOF must load under any limits.
+  constexpr size_t kBatch = 1024;
+  std::vector<std::string_view> prop;
+  std::vector<std::string> popped;
+  prop.reserve(std::min(n, kBatch) + 2);
+  popped.reserve(std::min(n, kBatch));
+  for (size_t i = 0; i < n; ++i) {
+    auto it = random_member(m, ctx.server);
+    ctx.reply.bulk(*it);
+    popped.push_back(std::move(m.extract(it).value()));
+    if (popped.size() == kBatch || i + 1 == n) {
+      prop.assign({"SREM", ctx.arg(1)});
+      for (const std::string& v : popped) prop.push_back(v);
+      ctx.also_propagate(prop);
+      popped.clear();
+    }
+  }
 }
 
 void smembers_cmd(CommandContext& ctx) {

@@ -1,7 +1,9 @@
 // Strings and keyspace commands.  Replies and errors follow Redis 7.0.
+#include <algorithm>
 #include <climits>
 #include <cmath>
 
+#include "expiry.h"
 #include "numbers.h"
 #include "server_impl.h"
 
@@ -16,6 +18,11 @@ void CommandContext::propagate_as(std::initializer_list<std::string_view> args) 
 void CommandContext::propagate_as(std::span<const std::string_view> args) {
   server.prop_args_.assign(args.begin(), args.end());
   rewritten = true;
+}
+
+void CommandContext::also_propagate(std::span<const std::string_view> args) {
+  server.propagate(db->index(), args);
+  propagated = true;
 }
 
 std::string_view CommandContext::own(std::string s) {
@@ -64,8 +71,6 @@ std::string wrong_args(std::string_view cmd) { return "ERR wrong number of argum
 void delete_entry(CommandContext& ctx, Entry* e) { ctx.db->remove(e); }
 
 namespace {
-
-constexpr int64_t kMaxExpireMs = LLONG_MAX;
 
 std::string invalid_expire(std::string_view cmd) { return "ERR invalid expire time in '" + std::string(cmd) + "' command"; }
 
@@ -135,13 +140,8 @@ void set_cmd(CommandContext& ctx) {
     int64_t v;
     if (!get_ll(ctx, expire_arg, &v)) return;
     const bool seconds = (flags & (kEX | kEXAT)) != 0;
-    if (v <= 0 || (seconds && v > kMaxExpireMs / 1000)) return ctx.error(invalid_expire("set"));
-    if (seconds) v *= 1000;
-    if (flags & (kEX | kPX)) {
-      if (v > kMaxExpireMs - ctx.now_ms()) return ctx.error(invalid_expire("set"));
-      v += ctx.now_ms();
-    }
-    when = v;
+    if (v <= 0 || !expiry_ms(v, seconds ? 1000 : 1, (flags & (kEX | kPX)) ? ctx.now_ms() : 0, &when))
+      return ctx.error(invalid_expire("set"));
   }
   const std::string_view key = ctx.arg(1);
   Entry* e = lookup_write(ctx, key);
@@ -188,10 +188,7 @@ void setex_generic(CommandContext& ctx, bool seconds) {
   int64_t v;
   if (!get_ll(ctx, ctx.arg(2), &v)) return;
   const std::string_view name = seconds ? "setex" : "psetex";
-  if (v <= 0 || (seconds && v > kMaxExpireMs / 1000)) return ctx.error(invalid_expire(name));
-  if (seconds) v *= 1000;
-  if (v > kMaxExpireMs - ctx.now_ms()) return ctx.error(invalid_expire(name));
-  v += ctx.now_ms();
+  if (v <= 0 || !expiry_ms(v, seconds ? 1000 : 1, ctx.now_ms(), &v)) return ctx.error(invalid_expire(name));
   Entry* e = store_string(ctx, lookup_write(ctx, ctx.arg(1)), ctx.arg(1), ctx.arg(3), false);
   ctx.db->set_expire(e, v);
   ++ctx.dirty;
@@ -286,23 +283,17 @@ void decrby_cmd(CommandContext& ctx) {
 
 void incrbyfloat_cmd(CommandContext& ctx) {
   Entry* e = lookup_write(ctx, ctx.arg(1));
-  double v = 0, by;
+  // long double arithmetic and "%.17Lf" without trailing zeros, as Redis: 0.1 + 0.2 is
+  // "0.3" (in double it would be 0.30000000000000004).
+  long double v = 0, by;
   if (e != nullptr) {
     if (!check_type(ctx, e, Type::kString)) return;
-    if (!string2d(e->str, &v)) return ctx.error(kNotFloat);
+    if (!string2ld(e->str, &v)) return ctx.error(kNotFloat);
   }
-  if (!get_double(ctx, ctx.arg(2), &by)) return;
+  if (!string2ld(ctx.arg(2), &by)) return ctx.error(kNotFloat);
   v += by;
   if (std::isnan(v) || std::isinf(v)) return ctx.error("ERR increment would produce NaN or Infinity");
-  char buf[64];
-  // Redis uses long double "%.17Lg" and strips trailing zeros; %.17g gives the same text
-  // for every double.
-  int n = std::snprintf(buf, sizeof buf, "%.17Lg", static_cast<long double>(v));
-  std::string s(buf, static_cast<size_t>(n));
-  if (s.find('.') != std::string::npos && s.find('e') == std::string::npos) {
-    while (!s.empty() && s.back() == '0') s.pop_back();
-    if (!s.empty() && s.back() == '.') s.pop_back();
-  }
+  const std::string s = ld2string_human(v);
   if (e == nullptr) e = ctx.db->add(ctx.arg(1));
   e->str = s;
   ++ctx.dirty;
@@ -314,7 +305,8 @@ void append_cmd(CommandContext& ctx) {
   Entry* e = lookup_write(ctx, ctx.arg(1));
   if (e != nullptr && !check_type(ctx, e, Type::kString)) return;
   const size_t cur = e != nullptr ? e->str.size() : 0;
-  if (cur + ctx.arg(2).size() > ctx.server.options_.limits.max_bulk_len)
+  // The AOF loader obeys what the file says: the limit of the moment is a client limit.
+  if (!ctx.client.internal && cur + ctx.arg(2).size() > ctx.server.options_.limits.max_bulk_len)
     return ctx.error("ERR string exceeds maximum allowed size (proto-max-bulk-len)");
   if (e == nullptr) e = ctx.db->add(ctx.arg(1));
   e->str.append(ctx.arg(2));
@@ -384,12 +376,7 @@ void expire_generic(CommandContext& ctx, int64_t base_ms, bool seconds) {
   if ((f & kNx) && (f & (kXx | kGt | kLt)))
     return ctx.error("ERR NX and XX, GT or LT options at the same time are not compatible");
   if ((f & kGt) && (f & kLt)) return ctx.error("ERR GT and LT options at the same time are not compatible");
-  if (seconds) {
-    if (when > LLONG_MAX / 1000 || when < LLONG_MIN / 1000) return ctx.error(invalid_expire(name));
-    when *= 1000;
-  }
-  if (when > LLONG_MAX - base_ms) return ctx.error(invalid_expire(name));
-  when += base_ms;
+  if (!expiry_ms(when, seconds ? 1000 : 1, base_ms, &when)) return ctx.error(invalid_expire(name));
   Entry* e = lookup_write(ctx, ctx.arg(1));
   if (e == nullptr) return ctx.reply.integer(0);
   const int64_t cur = e->expire_ms;
@@ -403,6 +390,9 @@ void expire_generic(CommandContext& ctx, int64_t base_ms, bool seconds) {
     ctx.propagate_as({"DEL", ctx.arg(1)});
     return ctx.reply.integer(1);
   }
+  // Only the AOF loader gets here with a time in the past; a negative one would read as
+  // "persistent" (-1): it is in the past all the same.
+  when = std::max<int64_t>(when, 0);
   ctx.db->set_expire(e, when);
   char buf[24];
   const size_t n = ll2string(buf, when);
@@ -418,10 +408,13 @@ void ttl_generic(CommandContext& ctx, bool ms, bool absolute) {
   Entry* e = lookup_read(ctx, ctx.arg(1));
   if (e == nullptr) return ctx.reply.integer(-2);
   if (e->expire_ms < 0) return ctx.reply.integer(-1);
-  if (absolute) return ctx.reply.integer(ms ? e->expire_ms : (e->expire_ms + 500) / 1000);
+  // Redis 7.0 rounds with (ms + 500) / 1000, which overflows for a key expiring at
+  // LLONG_MAX (EXPIRETIME then answers a negative number); the result is the same for
+  // every other value.
+  if (absolute) return ctx.reply.integer(ms ? e->expire_ms : ms_to_seconds_rounded(e->expire_ms));
   int64_t ttl = e->expire_ms - ctx.now_ms();
   if (ttl < 0) ttl = 0;
-  ctx.reply.integer(ms ? ttl : (ttl + 500) / 1000);
+  ctx.reply.integer(ms ? ttl : ms_to_seconds_rounded(ttl));
 }
 void ttl_cmd(CommandContext& ctx) { ttl_generic(ctx, false, false); }
 void pttl_cmd(CommandContext& ctx) { ttl_generic(ctx, true, false); }
@@ -456,16 +449,7 @@ void keys_cmd(CommandContext& ctx) {
 void scan_cmd(CommandContext& ctx) {
   const std::string_view cur = ctx.arg(1);
   uint64_t cursor = 0;
-  {
-    // strtoull semantics, whole string.
-    if (cur.empty() || cur.size() > 20) return ctx.error("ERR invalid cursor");
-    for (char c : cur) {
-      if (c < '0' || c > '9') return ctx.error("ERR invalid cursor");
-      const uint64_t d = static_cast<uint64_t>(c - '0');
-      if (cursor > (UINT64_MAX - d) / 10) return ctx.error("ERR invalid cursor");
-      cursor = cursor * 10 + d;
-    }
-  }
+  if (!string2cursor(cur, &cursor)) return ctx.error("ERR invalid cursor");
   int64_t count = 10;
   std::string_view pattern;
   bool use_pattern = false;
@@ -486,7 +470,7 @@ void scan_cmd(CommandContext& ctx) {
     }
   }
   std::vector<Entry*> found;
-  int64_t iterations = count * 10;
+  int64_t iterations = count > INT64_MAX / 10 ? INT64_MAX : count * 10;
   do {
     cursor = ctx.db->table().scan(cursor, [&](Entry* e) { found.push_back(e); });
   } while (cursor != 0 && iterations-- > 0 && static_cast<int64_t>(found.size()) < count);

@@ -146,10 +146,10 @@ void config_cmd(CommandContext& ctx) {
   }
   if (eq_nocase(sub, "set")) {
     if (ctx.argc() < 4 || ctx.argc() % 2 != 0) return ctx.error(wrong_args("config|set"));
-    for (size_t j = 2; j < ctx.argc(); j += 2) {
-      const std::string err = ctx.server.config_set(ctx.arg(j), ctx.arg(j + 1));
-      if (!err.empty()) return ctx.error(err);
-    }
+    std::vector<std::pair<std::string_view, std::string_view>> pairs;
+    for (size_t j = 2; j < ctx.argc(); j += 2) pairs.emplace_back(ctx.arg(j), ctx.arg(j + 1));
+    const std::string err = ctx.server.config_set(pairs);
+    if (!err.empty()) return ctx.error(err);
     return ctx.reply.ok();
   }
   if (eq_nocase(sub, "resetstat")) {
@@ -169,6 +169,75 @@ void config_cmd(CommandContext& ctx) {
     return;
   }
   ctx.error(unknown_subcommand(sub, "CONFIG"));
+}
+
+// CLIENT KILL addr | CLIENT KILL <filter> <value> ...: Redis 7.0's clientKillCommand.
+// Filters combine with AND; SKIPME (default yes) spares the caller; an unknown filter,
+// a filter without a value or a bad SKIPME value is a syntax error, and no filter at all
+// is the wrong number of arguments.
+void client_kill(CommandContext& ctx) {
+  if (ctx.argc() < 3) return ctx.error(wrong_args("client|kill"));
+  if (ctx.argc() == 3) {
+    // Old form: CLIENT KILL addr:port, the caller included.
+    for (const ClientConn* cc : ctx.server.clients())
+      if (cc->peer == ctx.arg(2)) {
+        if (cc == ctx.client.conn)
+          ctx.client.close_after_reply = true;
+        else
+          ctx.server.kill_client(ctx.server.find_client(cc->state.id));
+        return ctx.reply.ok();
+      }
+    return ctx.error("ERR No such client");
+  }
+  uint64_t id = 0;
+  std::string_view addr, laddr;
+  bool have_addr = false, have_laddr = false, skipme = true, type_none = false;
+  for (size_t j = 2; j < ctx.argc(); j += 2) {
+    const std::string_view k = ctx.arg(j);
+    if (j + 1 >= ctx.argc()) return ctx.error(kSyntaxError);
+    const std::string_view v = ctx.arg(j + 1);
+    if (eq_nocase(k, "id")) {
+      int64_t n;
+      if (!string2ll(v, &n) || n <= 0) return ctx.error("ERR client-id should be greater than 0");
+      id = static_cast<uint64_t>(n);
+    } else if (eq_nocase(k, "type")) {
+      if (eq_nocase(v, "normal")) type_none = false;
+      else if (eq_nocase(v, "master") || eq_nocase(v, "replica") || eq_nocase(v, "slave") || eq_nocase(v, "pubsub"))
+        type_none = true;  // no such clients here
+      else
+        return ctx.error("ERR Unknown client type '" + std::string(v) + "'");
+    } else if (eq_nocase(k, "addr")) {
+      addr = v, have_addr = true;
+    } else if (eq_nocase(k, "laddr")) {
+      laddr = v, have_laddr = true;
+    } else if (eq_nocase(k, "user")) {
+      if (v != "default") return ctx.error("ERR No such user '" + std::string(v) + "'");
+    } else if (eq_nocase(k, "skipme")) {
+      if (eq_nocase(v, "yes")) skipme = true;
+      else if (eq_nocase(v, "no")) skipme = false;
+      else return ctx.error(kSyntaxError);
+    } else {
+      return ctx.error(kSyntaxError);
+    }
+  }
+  int64_t killed = 0;
+  std::vector<uint64_t> victims;
+  for (const ClientConn* cc : ctx.server.clients()) {
+    if (type_none || (id != 0 && cc->state.id != id) || (have_addr && cc->peer != addr) ||
+        (have_laddr && cc->local != laddr) || (skipme && cc == ctx.client.conn))
+      continue;
+    victims.push_back(cc->state.id);
+  }
+  for (uint64_t vid : victims) {
+    ClientConn* cc = ctx.server.find_client(vid);
+    if (cc == nullptr || cc->closed) continue;
+    if (cc == ctx.client.conn)
+      ctx.client.close_after_reply = true;  // the reply goes out first
+    else
+      ctx.server.kill_client(cc);
+    ++killed;
+  }
+  ctx.reply.integer(killed);
 }
 
 void client_cmd(CommandContext& ctx) {
@@ -191,6 +260,8 @@ void client_cmd(CommandContext& ctx) {
   }
   if (eq_nocase(sub, "no-evict") || eq_nocase(sub, "no-touch")) {
     if (ctx.argc() != 3) return ctx.error(wrong_args("client|" + std::string(sub)));
+    // Accepted and ignored (there is no client eviction), but only with Redis' values.
+    if (!eq_nocase(ctx.arg(2), "on") && !eq_nocase(ctx.arg(2), "off")) return ctx.error(kSyntaxError);
     return ctx.reply.ok();
   }
   if (eq_nocase(sub, "list")) {
@@ -223,47 +294,7 @@ void client_cmd(CommandContext& ctx) {
     if (c.conn == nullptr) return ctx.reply.verbatim("");
     return ctx.reply.verbatim(ctx.server.client_list_line(*c.conn) + "\n");
   }
-  if (eq_nocase(sub, "kill")) {
-    if (ctx.argc() == 3) {
-      // Old form: CLIENT KILL addr:port
-      for (const ClientConn* cc : ctx.server.clients())
-        if (cc->peer == ctx.arg(2)) {
-          if (cc == ctx.client.conn)
-            ctx.client.close_after_reply = true;
-          else
-            ctx.server.kill_client(ctx.server.find_client(cc->state.id));
-          return ctx.reply.ok();
-        }
-      return ctx.error("ERR No such client");
-    }
-    if (ctx.argc() % 2 != 0) return ctx.error(kSyntaxError);
-    int64_t killed = 0;
-    std::vector<ClientConn*> victims;
-    for (size_t j = 2; j < ctx.argc(); j += 2) {
-      const std::string_view k = ctx.arg(j), v = ctx.arg(j + 1);
-      if (eq_nocase(k, "id")) {
-        int64_t id;
-        if (!string2ll(v, &id) || id <= 0) return ctx.error("ERR client-id should be greater than 0");
-        if (ClientConn* cc = ctx.server.find_client(static_cast<uint64_t>(id))) victims.push_back(cc);
-      } else if (eq_nocase(k, "addr")) {
-        for (const ClientConn* cc : ctx.server.clients())
-          if (cc->peer == v) victims.push_back(ctx.server.find_client(cc->state.id));
-      } else if (eq_nocase(k, "skipme") || eq_nocase(k, "type") || eq_nocase(k, "laddr") || eq_nocase(k, "user")) {
-        continue;
-      } else {
-        return ctx.error(kSyntaxError);
-      }
-    }
-    for (ClientConn* cc : victims) {
-      if (cc == nullptr || cc->closed) continue;
-      if (cc == ctx.client.conn)
-        ctx.client.close_after_reply = true;  // the reply goes out first
-      else
-        ctx.server.kill_client(cc);
-      ++killed;
-    }
-    return ctx.reply.integer(killed);
-  }
+  if (eq_nocase(sub, "kill")) return client_kill(ctx);
   if (eq_nocase(sub, "help")) {
     const char* lines[] = {"CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:", "ID", "GETNAME",
                            "SETNAME <name>", "LIST [TYPE normal] [ID <id> ...]", "INFO", "KILL ID <id> | ADDR <ip:port>",

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <string_view>
 
 namespace conduit::kv {
@@ -85,6 +86,56 @@ inline bool string2d(std::string_view s, double* out) {
     return false;
   *out = v;
   return true;
+}
+
+// Redis' SCAN cursor (parseScanCursorOrReply): strtoull in base 10 over the whole text,
+// no leading space, ERANGE refused.  So "-1" is 18446744073709551615, as in Redis, and ""
+// is 0.
+inline bool string2cursor(std::string_view s, uint64_t* out) {
+  if (s.size() > 64) return false;
+  if (!s.empty() && std::isspace(static_cast<unsigned char>(s[0]))) return false;
+  char buf[65];
+  std::memcpy(buf, s.data(), s.size());
+  buf[s.size()] = '\0';
+  errno = 0;
+  char* end = nullptr;
+  const unsigned long long v = std::strtoull(buf, &end, 10);
+  if (*end != '\0' || errno == ERANGE) return false;
+  *out = v;
+  return true;
+}
+
+// Redis' string2ld (INCRBYFLOAT): strtold over the whole text; no spaces, no NaN, no
+// overflow to infinity.
+inline bool string2ld(std::string_view s, long double* out) {
+  constexpr size_t kMax = 5 * 1024;  // MAX_LONG_DOUBLE_CHARS
+  if (s.empty() || s.size() >= kMax) return false;
+  char buf[kMax];
+  std::memcpy(buf, s.data(), s.size());
+  buf[s.size()] = '\0';
+  errno = 0;
+  char* end = nullptr;
+  const long double v = std::strtold(buf, &end);
+  if (std::isspace(static_cast<unsigned char>(buf[0])) || *end != '\0' ||
+      (errno == ERANGE && (v == HUGE_VALL || v == -HUGE_VALL || std::fpclassify(v) == FP_ZERO)) || std::isnan(v))
+    return false;
+  *out = v;
+  return true;
+}
+
+// Redis' ld2string in LD_STR_HUMAN mode (INCRBYFLOAT's result): "%.17Lf" without
+// trailing zeros (and without a trailing '.'), "-0" as "0".  v must be finite.
+inline std::string ld2string_human(long double v) {
+  char buf[5 * 1024];
+  int n = std::snprintf(buf, sizeof buf, "%.17Lf", v);
+  if (n <= 0 || static_cast<size_t>(n) >= sizeof buf) return "0";
+  size_t l = static_cast<size_t>(n);
+  if (std::memchr(buf, '.', l) != nullptr) {
+    while (buf[l - 1] == '0') --l;
+    if (buf[l - 1] == '.') --l;
+  }
+  if (l == 2 && buf[0] == '-' && buf[1] == '0') return "0";
+  return std::string(buf, l);
 }
 
 // Redis 7.0's d2string for replies and stored scores: "inf"/"-inf", integers without a

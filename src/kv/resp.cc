@@ -24,7 +24,7 @@ const char* find_cr(const char* p, size_t n) { return static_cast<const char*>(s
 void RequestParser::reset() {
   state_ = State::kIdle;
   args_.clear();
-  saved_.clear();
+  spans_.clear();
   inline_storage_.clear();
   pos_ = 0;
   remaining_ = 0;
@@ -36,7 +36,7 @@ RequestParser::Outcome RequestParser::fail(const char* msg) {
   error_ = msg;
   state_ = State::kIdle;
   args_.clear();
-  saved_.clear();
+  spans_.clear();
   pos_ = 0;
   bulk_len_ = -1;
   return Outcome::kError;
@@ -56,36 +56,32 @@ RequestParser::Outcome RequestParser::parse(const char* data, size_t len, size_t
     const size_t line = static_cast<size_t>(cr - data);
     if (line + 2 > len) return Outcome::kNeedMore;  // "\r" seen, "\n" not yet
     int64_t count;
-    if (!string2ll(data + 1, line - 1, &count) || count > static_cast<int64_t>(limits_.max_multibulk_len))
-      return fail("ERR Protocol error: invalid multibulk length");
+    if (!string2ll(data + 1, line - 1, &count)) return fail("ERR Protocol error: invalid multibulk length");
+    if (count > static_cast<int64_t>(std::min<uint64_t>(limits_.max_multibulk_len, INT64_MAX)))
+      return fail(limits_.unauthenticated ? "ERR Protocol error: unauthenticated multibulk length"
+                                          : "ERR Protocol error: invalid multibulk length");
     if (count <= 0) {
       *consumed = line + 2;
       return Outcome::kEmpty;
     }
     args_.clear();
+    spans_.clear();
     inline_storage_.clear();
-    if (args_.capacity() < static_cast<size_t>(count)) args_.reserve(std::min<size_t>(static_cast<size_t>(count), 1024));
+    // A declared count allocates nothing up front beyond a small reserve: memory follows
+    // the arguments that actually arrive.
+    if (spans_.capacity() < static_cast<size_t>(count)) spans_.reserve(std::min<size_t>(static_cast<size_t>(count), 1024));
     remaining_ = static_cast<uint64_t>(count);
     pos_ = line + 2;
     bulk_len_ = -1;
     state_ = State::kMultibulk;
-  } else {
-    // Resuming: the input may have moved; rebuild the views from saved offsets.
-    args_.clear();
-    for (const auto& [off, n] : saved_) args_.emplace_back(data + off, n);
-    saved_.clear();
   }
+  // Resuming needs no work: arguments are kept as offsets from the command's first byte,
+  // so input that moved in memory is fine and each byte is looked at once.
   return parse_multibulk(data, len, consumed);
 }
 
 RequestParser::Outcome RequestParser::parse_multibulk(const char* data, size_t len, size_t* consumed) {
-  auto need_more = [&] {
-    saved_.clear();
-    saved_.reserve(args_.size());
-    for (std::string_view a : args_) saved_.emplace_back(static_cast<size_t>(a.data() - data), a.size());
-    args_.clear();
-    return Outcome::kNeedMore;
-  };
+  auto need_more = [] { return Outcome::kNeedMore; };
   while (remaining_ > 0) {
     if (bulk_len_ < 0) {
       if (pos_ >= len) return need_more();
@@ -105,8 +101,10 @@ RequestParser::Outcome RequestParser::parse_multibulk(const char* data, size_t l
       const size_t line = static_cast<size_t>(cr - (data + pos_));
       if (line + 2 > avail) return need_more();
       int64_t n;
-      if (!string2ll(data + pos_ + 1, line - 1, &n) || n < 0 || static_cast<uint64_t>(n) > limits_.max_bulk_len)
-        return fail("ERR Protocol error: invalid bulk length");
+      if (!string2ll(data + pos_ + 1, line - 1, &n) || n < 0) return fail("ERR Protocol error: invalid bulk length");
+      if (static_cast<uint64_t>(n) > limits_.max_bulk_len)
+        return fail(limits_.unauthenticated ? "ERR Protocol error: unauthenticated bulk length"
+                                            : "ERR Protocol error: invalid bulk length");
       pos_ += line + 2;
       bulk_len_ = n;
     }
@@ -115,11 +113,15 @@ RequestParser::Outcome RequestParser::parse_multibulk(const char* data, size_t l
       if (bulk_len_ >= kBigArg) hint_ = pos_ + need;
       return need_more();
     }
-    args_.emplace_back(data + pos_, static_cast<size_t>(bulk_len_));
+    spans_.emplace_back(pos_, static_cast<size_t>(bulk_len_));
     pos_ += need;  // like Redis, the two bytes after the payload are not inspected
     bulk_len_ = -1;
     --remaining_;
   }
+  // Complete: the views are built once, from the offsets (O(arguments) per command).
+  args_.resize(spans_.size());
+  for (size_t i = 0; i < spans_.size(); ++i) args_[i] = std::string_view(data + spans_[i].first, spans_[i].second);
+  spans_.clear();
   *consumed = pos_;
   state_ = State::kIdle;
   pos_ = 0;
@@ -286,6 +288,7 @@ void ByteBuffer::grow(size_t n) {
 // --- ReplyWriter --------------------------------------------------------------------------
 
 void ReplyWriter::header(char type, int64_t n) {
+  if (!fits(24)) return;
   char* p = out_->prepare(24);
   p[0] = type;
   size_t k = 1 + ll2string(p + 1, n);
@@ -295,6 +298,7 @@ void ReplyWriter::header(char type, int64_t n) {
 }
 
 void ReplyWriter::simple(std::string_view s) {
+  if (!fits(s.size() + 3)) return;
   char* p = out_->prepare(s.size() + 3);
   p[0] = '+';
   std::memcpy(p + 1, s.data(), s.size());
@@ -307,6 +311,7 @@ void ReplyWriter::simple(std::string_view s) {
 }
 
 void ReplyWriter::error(std::string_view s) {
+  if (!fits(s.size() + 3)) return;
   char* p = out_->prepare(s.size() + 3);
   p[0] = '-';
   std::memcpy(p + 1, s.data(), s.size());
@@ -320,6 +325,7 @@ void ReplyWriter::error(std::string_view s) {
 void ReplyWriter::integer(int64_t v) { header(':', v); }
 
 void ReplyWriter::bulk(std::string_view s) {
+  if (!fits(s.size() + 26)) return;
   char* p = out_->prepare(s.size() + 26);
   p[0] = '$';
   size_t k = 1 + ull2string(p + 1, s.size());
@@ -333,6 +339,7 @@ void ReplyWriter::bulk(std::string_view s) {
 }
 
 void ReplyWriter::null() {
+  if (!fits(5)) return;
   if (resp3())
     out_->append("_\r\n", 3);
   else
@@ -340,6 +347,7 @@ void ReplyWriter::null() {
 }
 
 void ReplyWriter::null_array() {
+  if (!fits(5)) return;
   if (resp3())
     out_->append("_\r\n", 3);
   else
@@ -363,6 +371,7 @@ void ReplyWriter::dbl(double d) {
   else
     n = std::snprintf(buf, sizeof buf, "%.17g", d);
   if (resp3()) {
+    if (!fits(static_cast<size_t>(n) + 3)) return;
     char* p = out_->prepare(static_cast<size_t>(n) + 3);
     p[0] = ',';
     std::memcpy(p + 1, buf, static_cast<size_t>(n));
@@ -377,6 +386,7 @@ void ReplyWriter::dbl(double d) {
 void ReplyWriter::verbatim(std::string_view s, std::string_view fmt) {
   if (!resp3()) return bulk(s);
   header('=', static_cast<int64_t>(s.size() + fmt.size() + 1));
+  if (!fits(fmt.size() + s.size() + 3)) return;
   out_->append(fmt);
   out_->push_back(':');
   out_->append(s);

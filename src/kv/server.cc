@@ -16,35 +16,13 @@
 
 #include "conduit/base/clock.h"
 #include "conduit/base/log.h"
+#include "client_limits.h"
 #include "numbers.h"
 #include "server_impl.h"
 
 extern "C" size_t __sanitizer_get_current_allocated_bytes() __attribute__((weak));
 
 namespace conduit::kv {
-
-std::string_view appendfsync_name(AppendFsync f) {
-  switch (f) {
-    case AppendFsync::kAlways: return "always";
-    case AppendFsync::kEverysec: return "everysec";
-    case AppendFsync::kNo: return "no";
-  }
-  return "?";
-}
-
-bool parse_appendfsync(std::string_view s, AppendFsync* out) {
-  if (eq_nocase(s, "always")) *out = AppendFsync::kAlways;
-  else if (eq_nocase(s, "everysec")) *out = AppendFsync::kEverysec;
-  else if (eq_nocase(s, "no")) *out = AppendFsync::kNo;
-  else return false;
-  return true;
-}
-
-namespace {
-bool parse_memory(std::string_view s, uint64_t* out);
-}  // namespace
-
-bool parse_memory_value(std::string_view s, uint64_t* out) { return parse_memory(s, out); }
 
 namespace {
 
@@ -66,35 +44,6 @@ std::string human_bytes(uint64_t n) {
   else if (n < (1ull << 30)) std::snprintf(buf, sizeof buf, "%.2fM", d / (1 << 20));
   else std::snprintf(buf, sizeof buf, "%.2fG", d / (1ull << 30));
   return buf;
-}
-
-// Redis' memtoull: "100", "1k" (1000), "1kb" (1024), "1m", "1mb", "1g", "1gb".
-bool parse_memory(std::string_view s, uint64_t* out) {
-  size_t i = 0;
-  while (i < s.size() && s[i] >= '0' && s[i] <= '9') ++i;
-  if (i == 0) return false;
-  int64_t v;
-  if (!string2ll(s.substr(0, i), &v) || v < 0) return false;
-  const std::string_view unit = s.substr(i);
-  uint64_t mul = 1;
-  if (unit.empty() || eq_nocase(unit, "b")) mul = 1;
-  else if (eq_nocase(unit, "k")) mul = 1000;
-  else if (eq_nocase(unit, "kb")) mul = 1024;
-  else if (eq_nocase(unit, "m")) mul = 1000 * 1000;
-  else if (eq_nocase(unit, "mb")) mul = 1024 * 1024;
-  else if (eq_nocase(unit, "g")) mul = 1000ull * 1000 * 1000;
-  else if (eq_nocase(unit, "gb")) mul = 1024ull * 1024 * 1024;
-  else return false;
-  if (static_cast<uint64_t>(v) > UINT64_MAX / mul) return false;
-  *out = static_cast<uint64_t>(v) * mul;
-  return true;
-}
-
-bool parse_yesno(std::string_view s, bool* out) {
-  if (eq_nocase(s, "yes")) *out = true;
-  else if (eq_nocase(s, "no")) *out = false;
-  else return false;
-  return true;
 }
 
 bool is_loopback(const std::string& scheme, const std::string& peer) {
@@ -211,10 +160,11 @@ Status ServerImpl::start() {
     loading_ = true;
     const uint64_t t0 = monotonic_ns();
     std::lock_guard<std::mutex> lock(mu_);
-    auto r = load_aof(path, options_.aof_load_truncated, options_.limits,
+    auto r = load_aof(path, options_.aof_load_truncated,
                       [&](std::span<const std::string_view> args) -> Status {
                         sink.clear();
                         execute(loader, args, w);
+                        if (w.failed()) return Status(Code::kResourceExhausted, "out of memory while loading");
                         if (!sink.empty() && sink.data()[0] == '-')
                           return Status(Code::kProtocolError, "command '" + std::string(args[0].substr(0, 64)) +
                                                                   "' failed: " +
@@ -438,16 +388,35 @@ void ServerImpl::execute(ClientState& client, std::span<const std::string_view> 
   }
   CommandContext ctx{*this, client, dbs_[static_cast<size_t>(client.db)].get(), reply, argv, cmd};
   client.last_cmd = cmd;
-  cmd->fn(ctx);
-  ++stats_.commands_processed;
-  if (ctx.dirty > 0) {
-    rdb_changes_since_save_ += ctx.dirty;
-    if (aof_ && !loading_) aof_->feed(ctx.db->index(), ctx.rewritten ? std::span<const std::string_view>(prop_args_) : argv);
+  try {
+    cmd->fn(ctx);
+    ++stats_.commands_processed;
+    if (ctx.dirty > 0) {
+      rdb_changes_since_save_ += ctx.dirty;
+      if (aof_ && !loading_ && !ctx.propagated) aof_->feed(ctx.db->index(), ctx.rewritten ? std::span<const std::string_view>(prop_args_) : argv);
+    }
+  } catch (const std::bad_alloc&) {
+    out_of_memory_locked(cmd, reply);
+  } catch (const std::length_error&) {
+    out_of_memory_locked(cmd, reply);
   }
   if (ctx.rewritten) {
     prop_args_.clear();
     prop_storage_.clear();
   }
+}
+
+// An allocation failed inside a command.  The process stays up (Redis aborts here): the
+// reply is incomplete, so the writer fails and the caller closes that client.  A write
+// may have been applied in part and was not logged as it was: the AOF is rewritten from
+// memory so that file and memory agree again.
+void ServerImpl::out_of_memory_locked(const CommandDef* cmd, ReplyWriter& reply) {
+  reply.fail();
+  CONDUIT_LOG(kError) << "conduit-kv: out of memory while running " << cmd->name << ": closing that client"
+                      << ((cmd->flags & kCmdWrite) && aof_ && !loading_ ? "; rewriting the AOF from memory" : "");
+  // Started by the cron, once this command's memory is given back (and after a rewrite
+  // already running, whose snapshot predates the change).
+  if ((cmd->flags & kCmdWrite) && aof_ && !loading_) rewrite_needed_ = true;
 }
 
 Entry* ServerImpl::lookup(Database& db, std::string_view key) {
@@ -544,7 +513,15 @@ void ServerImpl::on_accept(Worker& w, std::unique_ptr<transport::Connection> con
     w.loop->destroy_later(std::move(conn));
     return;
   }
-  auto* c = new ClientConn;
+  ClientConn* c = nullptr;
+  try {
+    c = new ClientConn;
+  } catch (const std::bad_alloc&) {
+    CONDUIT_LOG(kError) << "conduit-kv: out of memory accepting a " << scheme << " client from " << peer;
+    conn->close();
+    w.loop->destroy_later(std::move(conn));
+    return;
+  }
   c->server = this;
   c->worker = &w;
   c->conn = std::move(conn);
@@ -554,11 +531,10 @@ void ServerImpl::on_accept(Worker& w, std::unique_ptr<transport::Connection> con
   c->last_write_progress_ms = coarse_now_ms();
   {
     std::lock_guard<std::mutex> lock(mu_);
-    c->parser.set_limits(options_.limits);
-    c->limits_gen = limits_gen_;
     c->state.id = next_client_id_++;
     c->state.conn = c;
     c->state.authenticated = options_.requirepass.empty();
+    apply_limits_locked(c);
     c->state.created_ms = c->state.last_interaction_ms = coarse_ms_;
     c->next = w.clients_head;
     if (w.clients_head != nullptr) w.clients_head->prev = c;
@@ -574,6 +550,18 @@ void ServerImpl::on_accept(Worker& w, std::unique_ptr<transport::Connection> con
 
 void ServerImpl::on_readable(ClientConn* c) {
   if (c->closed) return;
+  try {
+    read_and_run(c);
+  } catch (const std::bad_alloc&) {
+    // Growing this client's query buffer failed: close it, keep everyone else.
+    CONDUIT_LOG(kError) << "conduit-kv: out of memory for the input of client " << c->peer << " (query buffer "
+                        << c->query.size() << " bytes): closing it";
+    c->query.release();
+    close_client(c, "out of memory");
+  }
+}
+
+void ServerImpl::read_and_run(ClientConn* c) {
   Worker& w = *c->worker;
   transport::Connection& conn = *c->conn;
   // The read runs outside the lock: the workers' I/O goes on in parallel.
@@ -632,13 +620,11 @@ ServerImpl::BatchEnd ServerImpl::run_batch_locked(ClientConn* c, const char* dat
     return end;
   }
   invalidate_time();
-  if (c->limits_gen != limits_gen_) {
-    c->parser.set_limits(options_.limits);
-    c->limits_gen = limits_gen_;
-  }
+  apply_limits_locked(c);
   process_input_locked(c, data, len, from_query);
   c->stats_snap = c->conn->stats();
-  if (!c->closed && c->query.size() > options_.limits.max_query_buffer) {
+  const bool unauth = unauthenticated(c);
+  if (!c->closed && c->query.size() > query_buffer_limit(options_.limits, unauth)) {
     CONDUIT_LOG(kWarn) << "conduit-kv: closing client " << c->peer << " that reached max query buffer length ("
                        << c->query.size() << " bytes)";
     c->writer.error("ERR Protocol error: query buffer limit (client-query-buffer-limit) exceeded");
@@ -653,7 +639,19 @@ ServerImpl::BatchEnd ServerImpl::run_batch_locked(ClientConn* c, const char* dat
   // disk has room, and the cron keeps retrying the write.)
   end.wait_for_aof = aof_ && aof_->has_pending() && aof_->last_write_status().ok();
   end.hard_limit = options_.output_hard_limit;
+  end.unauthenticated = unauth;
   return end;
+}
+
+void ServerImpl::apply_limits_locked(ClientConn* c) {
+  const bool unauth = unauthenticated(c);
+  if (c->limits_gen != limits_gen_ || c->limits_unauth != unauth) {
+    if (c->parser.in_progress()) return;  // a command half read keeps the limits it began with
+    c->parser.set_limits(request_limits(options_.limits, unauth));
+    c->limits_gen = limits_gen_;
+    c->limits_unauth = unauth;
+  }
+  c->writer.set_limit(output_budget(options_.output_hard_limit, unauth));
 }
 
 void ServerImpl::process_input_locked(ClientConn* c, const char* data, size_t len, bool from_query) {
@@ -668,11 +666,26 @@ void ServerImpl::process_input_locked(ClientConn* c, const char* data, size_t le
       c->read_paused = true;
       break;
     }
+    if (c->limits_unauth != unauthenticated(c)) apply_limits_locked(c);  // AUTH just succeeded
     size_t consumed = 0;
     const auto outcome = c->parser.parse(data + off, len - off, &consumed);
     if (outcome == RequestParser::Outcome::kCommand) {
       execute(st, c->parser.args(), c->writer);
       off += consumed;
+      if (c->writer.failed()) {
+        // The reply would pass client-output-buffer-limit (or memory ran out, logged by
+        // out_of_memory_locked): it is incomplete, so the client goes now, without it.
+        if (c->writer.failed_over_limit())
+          CONDUIT_LOG(kWarn) << "conduit-kv: closing " << c->scheme << " client id=" << st.id << " " << c->peer
+                             << ": the reply to " << c->parser.args()[0].substr(0, 32)
+                             << " would exceed client-output-buffer-limit"
+                             << (unauthenticated(c) ? " for unauthenticated clients (1kb)" : "") << " with "
+                             << c->out.size() << " bytes already queued";
+        c->out.release();
+        close_client_locked(c, "output buffer limit");
+        off = len;
+        break;
+      }
     } else if (outcome == RequestParser::Outcome::kEmpty) {
       off += consumed;
     } else if (outcome == RequestParser::Outcome::kNeedMore) {
@@ -700,7 +713,7 @@ void ServerImpl::after_batch(ClientConn* c, BatchEnd end) {
   Worker& w = *c->worker;
   for (;;) {
     if (c->closed) return;
-    if (end.hard_limit > 0 && c->out.size() > end.hard_limit) {
+    if (over_hard_limit(c->out.size(), end.hard_limit, end.unauthenticated)) {
       CONDUIT_LOG(kWarn) << "conduit-kv: closing client " << c->peer << ": output buffer " << c->out.size()
                          << " bytes exceeds client-output-buffer-limit " << end.hard_limit;
       return close_client(c, "output buffer limit");
@@ -1004,7 +1017,7 @@ void ServerImpl::clients_cron(Worker& w) {
       continue;
     }
     if (!c->out.empty()) {
-      if (options_.output_soft_limit > 0 && c->out.size() > options_.output_soft_limit) {
+      if (options_.output_soft_limit > 0 && counted_output(c->out.size()) > options_.output_soft_limit) {
         if (c->soft_limit_since_ms == 0) c->soft_limit_since_ms = now_ms_;
         if (now_ms_ - c->soft_limit_since_ms > static_cast<int64_t>(options_.output_soft_seconds) * 1000) {
           CONDUIT_LOG(kWarn) << "conduit-kv: closing client " << c->peer << ": output above the soft limit for "
@@ -1036,6 +1049,12 @@ void ServerImpl::aof_cron_locked() {
   if (!aof_) return;
   if (aof_->has_pending()) schedule_commit(*workers_[0]);
   if (aof_->rewrite_in_progress()) return;
+  if (rewrite_needed_) {
+    rewrite_needed_ = false;
+    CONDUIT_LOG(kInfo) << "aof: rewriting the file from memory after a command ran out of memory";
+    if (const std::string err = bgrewriteaof(); !err.empty()) CONDUIT_LOG(kError) << "conduit-kv: " << err;
+    return;
+  }
   const uint64_t pct = options_.auto_aof_rewrite_percentage;
   const uint64_t base = std::max<uint64_t>(aof_->base_size(), 1);
   if (pct > 0 && aof_->size() > options_.auto_aof_rewrite_min_size && (aof_->size() - base) * 100 / base >= pct) {
@@ -1099,6 +1118,7 @@ bool ServerImpl::write_snapshot(int fd) {
   };
   std::vector<std::string_view> args;
   std::vector<std::string> owned;
+  bool write_failed = false;
   auto emit_batched = [&](std::string_view cmd, std::string_view key, const auto& items, auto&& add_item) {
     constexpr size_t kBatch = 64;
     size_t in_batch = 0;
@@ -1113,6 +1133,8 @@ bool ServerImpl::write_snapshot(int fd) {
       add_item(it);
       if (++in_batch == kBatch) {
         append_command(&buf, args);
+        // Written as it goes: the child's memory is one batch, not the biggest key.
+        if (!drain(false)) write_failed = true;
         in_batch = 0;
       }
     }
@@ -1178,7 +1200,7 @@ bool ServerImpl::write_snapshot(int fd) {
         const std::string_view a[3] = {"PEXPIREAT", key, std::string_view(t, ll2string(t, e->expire_ms))};
         append_command(&buf, a);
       }
-      ok = drain(false);
+      ok = drain(false) && !write_failed;
     });
     if (!ok) return false;
   }
@@ -1363,159 +1385,21 @@ std::string ServerImpl::info(std::string_view sections_text) {
   return out;
 }
 
-namespace {
-
-struct ConfigItem {
-  const char* name;
-  bool mutable_;
-  std::string (*get)(const ServerImpl&);
-  // Returns "" or the reason the value was refused.
-  std::string (*set)(ServerImpl&, std::string_view);
-};
-
-std::string yesno(bool b) { return b ? "yes" : "no"; }
-
-std::string set_u32(uint32_t* dst, std::string_view v, uint32_t min, uint32_t max) {
-  int64_t n;
-  if (!string2ll(v, &n)) return "argument couldn't be parsed into an integer";
-  if (n < min || n > max) return "argument must be between " + std::to_string(min) + " and " + std::to_string(max) + " inclusive";
-  *dst = static_cast<uint32_t>(n);
-  return "";
-}
-
-std::string set_mem(uint64_t* dst, std::string_view v) {
-  uint64_t n;
-  if (!parse_memory(v, &n)) return "argument must be a memory value";
-  *dst = n;
-  return "";
-}
-
-const ConfigItem kConfig[] = {
-    {"bind", false, [](const ServerImpl& s) { return s.options_.bind; }, nullptr},
-    {"port", false, [](const ServerImpl& s) { return std::to_string(s.options_.port); }, nullptr},
-    {"shm-name", false, [](const ServerImpl& s) { return s.options_.shm_name; }, nullptr},
-    {"shm-busy-poll-us", false, [](const ServerImpl& s) { return std::to_string(s.options_.shm_busy_poll_us); }, nullptr},
-    {"rdma-port", false, [](const ServerImpl& s) { return std::to_string(std::max(s.options_.rdma_port, 0)); }, nullptr},
-    {"requirepass", true, [](const ServerImpl& s) { return s.options_.requirepass; },
-     [](ServerImpl& s, std::string_view v) {
-       s.options_.requirepass = std::string(v);
-       return std::string();
-     }},
-    {"protected-mode", true, [](const ServerImpl& s) { return yesno(s.options_.protected_mode); },
-     [](ServerImpl& s, std::string_view v) {
-       return parse_yesno(v, &s.options_.protected_mode) ? std::string() : std::string("argument must be 'yes' or 'no'");
-     }},
-    {"maxclients", true, [](const ServerImpl& s) { return std::to_string(s.options_.maxclients); },
-     [](ServerImpl& s, std::string_view v) { return set_u32(&s.options_.maxclients, v, 1, 1000000); }},
-    {"maxmemory", true, [](const ServerImpl& s) { return std::to_string(s.options_.maxmemory); },
-     [](ServerImpl& s, std::string_view v) { return set_mem(&s.options_.maxmemory, v); }},
-    {"maxmemory-policy", true, [](const ServerImpl&) { return std::string("noeviction"); },
-     [](ServerImpl&, std::string_view v) {
-       return eq_nocase(v, "noeviction") ? std::string() : std::string("only 'noeviction' is supported");
-     }},
-    {"databases", false, [](const ServerImpl& s) { return std::to_string(s.options_.databases); }, nullptr},
-    {"timeout", true, [](const ServerImpl& s) { return std::to_string(s.options_.timeout); },
-     [](ServerImpl& s, std::string_view v) { return set_u32(&s.options_.timeout, v, 0, INT32_MAX); }},
-    {"hz", true, [](const ServerImpl& s) { return std::to_string(s.options_.hz); },
-     [](ServerImpl& s, std::string_view v) { return set_u32(&s.options_.hz, v, 1, 500); }},
-    {"appendonly", false, [](const ServerImpl& s) { return yesno(s.aof_ != nullptr); }, nullptr},
-    {"appendfsync", true, [](const ServerImpl& s) { return std::string(appendfsync_name(s.options_.appendfsync)); },
-     [](ServerImpl& s, std::string_view v) {
-       if (!parse_appendfsync(v, &s.options_.appendfsync)) return std::string("argument(s) must be one of the following: always, everysec, no");
-       if (s.aof_) s.aof_->set_policy(s.options_.appendfsync);
-       return std::string();
-     }},
-    {"dir", false, [](const ServerImpl& s) { return s.options_.dir; }, nullptr},
-    {"appendfilename", false, [](const ServerImpl& s) { return s.options_.appendfilename; }, nullptr},
-    {"aof-load-truncated", true, [](const ServerImpl& s) { return yesno(s.options_.aof_load_truncated); },
-     [](ServerImpl& s, std::string_view v) {
-       return parse_yesno(v, &s.options_.aof_load_truncated) ? std::string() : std::string("argument must be 'yes' or 'no'");
-     }},
-    {"auto-aof-rewrite-percentage", true,
-     [](const ServerImpl& s) { return std::to_string(s.options_.auto_aof_rewrite_percentage); },
-     [](ServerImpl& s, std::string_view v) { return set_u32(&s.options_.auto_aof_rewrite_percentage, v, 0, INT32_MAX); }},
-    {"auto-aof-rewrite-min-size", true,
-     [](const ServerImpl& s) { return std::to_string(s.options_.auto_aof_rewrite_min_size); },
-     [](ServerImpl& s, std::string_view v) { return set_mem(&s.options_.auto_aof_rewrite_min_size, v); }},
-    {"proto-max-bulk-len", true, [](const ServerImpl& s) { return std::to_string(s.options_.limits.max_bulk_len); },
-     [](ServerImpl& s, std::string_view v) {
-       uint64_t n;
-       if (!parse_memory(v, &n) || n < 1024 * 1024) return std::string("argument must be a memory value of at least 1mb");
-       s.options_.limits.max_bulk_len = n;
-       s.limits_changed();
-       return std::string();
-     }},
-    {"client-query-buffer-limit", true,
-     [](const ServerImpl& s) { return std::to_string(s.options_.limits.max_query_buffer); },
-     [](ServerImpl& s, std::string_view v) {
-       uint64_t n;
-       if (!parse_memory(v, &n) || n < 1024 * 1024) return std::string("argument must be a memory value of at least 1mb");
-       s.options_.limits.max_query_buffer = n;
-       return std::string();
-     }},
-    {"client-output-buffer-limit", true,
-     [](const ServerImpl& s) {
-       return "normal " + std::to_string(s.options_.output_hard_limit) + " " + std::to_string(s.options_.output_soft_limit) +
-              " " + std::to_string(s.options_.output_soft_seconds);
-     },
-     [](ServerImpl& s, std::string_view v) {
-       std::vector<std::string> w;
-       std::string cur;
-       for (char ch : std::string(v) + " ") {
-         if (ch == ' ') {
-           if (!cur.empty()) w.push_back(cur);
-           cur.clear();
-         } else {
-           cur += ch;
-         }
-       }
-       if (w.size() != 4 || !eq_nocase(w[0], "normal")) return std::string("expected 'normal <hard> <soft> <soft-seconds>'");
-       uint64_t hard, soft;
-       int64_t secs;
-       if (!parse_memory(w[1], &hard) || !parse_memory(w[2], &soft) || !string2ll(w[3], &secs) || secs < 0)
-         return std::string("invalid client-output-buffer-limit values");
-       s.options_.output_hard_limit = hard;
-       s.options_.output_soft_limit = soft;
-       s.options_.output_soft_seconds = static_cast<uint32_t>(secs);
-       return std::string();
-     }},
-    {"client-output-pause-bytes", true,
-     [](const ServerImpl& s) { return std::to_string(s.options_.output_pause_bytes); },
-     [](ServerImpl& s, std::string_view v) {
-       uint64_t n;
-       if (!parse_memory(v, &n) || n < 1024) return std::string("argument must be a memory value of at least 1kb");
-       s.options_.output_pause_bytes = n;
-       return std::string();
-     }},
-    {"io-threads", false, [](const ServerImpl& s) { return std::to_string(s.options_.io_threads); }, nullptr},
-    {"save", true, [](const ServerImpl&) { return std::string(); },
-     [](ServerImpl&, std::string_view v) {
-       return v.empty() ? std::string() : std::string("RDB snapshots are not supported (use appendonly)");
-     }},
-    {"logfile", false, [](const ServerImpl& s) { return s.options_.logfile; }, nullptr},
-};
-
-}  // namespace
-
 std::vector<std::pair<std::string, std::string>> ServerImpl::config_get(std::string_view pattern) const {
-  std::vector<std::pair<std::string, std::string>> out;
-  for (const ConfigItem& item : kConfig)
-    if (glob_match(pattern, item.name, true)) out.emplace_back(item.name, item.get(*this));
-  return out;
+  return config_get_matching(options_, pattern);
 }
 
-std::string ServerImpl::config_set(std::string_view name, std::string_view value) {
-  for (const ConfigItem& item : kConfig) {
-    if (!eq_nocase(name, item.name)) continue;
-    if (!item.mutable_ || item.set == nullptr)
-      return "ERR CONFIG SET failed (possibly related to argument '" + std::string(item.name) +
-             "') - can't set immutable config";
-    const std::string err = item.set(*this, value);
-    if (!err.empty())
-      return "ERR CONFIG SET failed (possibly related to argument '" + std::string(item.name) + "') - " + err;
-    return "";
-  }
-  return "ERR Unknown option or number of arguments for CONFIG SET - '" + std::string(name) + "'";
+std::string ServerImpl::config_set(std::span<const std::pair<std::string_view, std::string_view>> pairs) {
+  const ServerOptions before = options_;
+  const std::string err = config_set_all(&options_, pairs);
+  if (!err.empty()) return err;
+  // What changing an option takes besides the new value.
+  if (aof_ && options_.appendfsync != before.appendfsync) aof_->set_policy(options_.appendfsync);
+  if (options_.limits.max_bulk_len != before.limits.max_bulk_len ||
+      options_.limits.max_multibulk_len != before.limits.max_multibulk_len ||
+      options_.limits.max_query_buffer != before.limits.max_query_buffer)
+    limits_changed();
+  return "";
 }
 
 // --- Server (public) --------------------------------------------------------------------------------

@@ -83,6 +83,7 @@ struct CommandContext {
   const CommandDef* cmd;
   uint64_t dirty = 0;     // changes made; > 0 propagates the command
   bool rewritten = false; // propagate prop_args (set by propagate_as) instead of argv
+  bool propagated = false; // the command fed the AOF itself (also_propagate): nothing more
 
   size_t argc() const { return argv.size(); }
   std::string_view arg(size_t i) const { return argv[i]; }
@@ -93,6 +94,9 @@ struct CommandContext {
   // returns (use own() for computed strings).
   void propagate_as(std::initializer_list<std::string_view> args);
   void propagate_as(std::span<const std::string_view> args);
+  // Feeds one of several commands that stand for this one (a huge SPOP COUNT as SREM
+  // batches), now, in order; argv is then not propagated.
+  void also_propagate(std::span<const std::string_view> args);
   std::string_view own(std::string s);
 };
 
@@ -116,6 +120,7 @@ struct ClientConn {
   std::string local;       // cached local address
   RequestParser parser;
   uint64_t limits_gen = 0; // ServerImpl::limits_gen_ the parser's limits come from
+  bool limits_unauth = false;  // the parser has the pre-AUTH limits (client_limits.h)
   ByteBuffer query;        // unparsed input held across reads (empty for most clients)
   ByteBuffer out;          // replies not yet written
   ReplyWriter writer{&out};
@@ -203,9 +208,10 @@ class ServerImpl {
 
   // --- server features the commands reach (mu_ held) -------------------------------------
   std::string info(std::string_view sections);
-  // CONFIG GET pattern -> (name, value) pairs; CONFIG SET name value -> error text or "".
+  // CONFIG GET pattern -> (name, value) pairs; CONFIG SET name value ... (all or nothing)
+  // -> the error reply or "".
   std::vector<std::pair<std::string, std::string>> config_get(std::string_view pattern) const;
-  std::string config_set(std::string_view name, std::string_view value);
+  std::string config_set(std::span<const std::pair<std::string_view, std::string_view>> pairs);
   std::string client_list_line(const ClientConn& c) const;
   // Live clients, oldest first (not those a CLIENT KILL is closing).
   std::vector<const ClientConn*> clients() const;
@@ -253,7 +259,14 @@ class ServerImpl {
   struct BatchEnd {
     bool wait_for_aof = false;  // replies must wait for the AOF write
     uint64_t hard_limit = 0;    // client-output-buffer-limit hard bytes
+    bool unauthenticated = false;
   };
+  // requirepass is set and this client has not authenticated: pre-AUTH limits apply.
+  bool unauthenticated(const ClientConn* c) const { return !c->state.authenticated && !options_.requirepass.empty(); }
+  // Parser limits and reply budget for c's current state (client_limits.h).
+  void apply_limits_locked(ClientConn* c);
+  void read_and_run(ClientConn* c);
+  void out_of_memory_locked(const CommandDef* cmd, ReplyWriter& reply);
   BatchEnd run_batch_locked(ClientConn* c, const char* data, size_t len, bool from_query);
   void process_input_locked(ClientConn* c, const char* data, size_t len, bool from_query);
   void after_batch(ClientConn* c, BatchEnd end);
@@ -305,6 +318,7 @@ class ServerImpl {
     void on_events(uint32_t) override { s->on_rewrite_done(); }
   } rewrite_watch_;
   int rewrite_fd_ = -1;
+  bool rewrite_needed_ = false;  // a write ran out of memory: the cron rewrites the AOF
 
   // instantaneous_ops_per_sec: samples of (time, commands) every cron tick.
   static constexpr int kOpsSamples = 16;
@@ -332,6 +346,10 @@ bool eq_nocase(std::string_view a, std::string_view b);
 std::string wrong_args(std::string_view cmd);
 // Redis' stringmatchlen: glob with * ? [...] and \ escapes.
 bool glob_match(std::string_view pattern, std::string_view s, bool nocase = false);
+// config.cc: CONFIG SET of several options at once, all or nothing, with Redis' errors;
+// CONFIG GET by glob pattern.
+std::string config_set_all(ServerOptions* o, std::span<const std::pair<std::string_view, std::string_view>> pairs);
+std::vector<std::pair<std::string, std::string>> config_get_matching(const ServerOptions& o, std::string_view pattern);
 // Deletes the key (a write: the caller counts dirty).
 void delete_entry(CommandContext& ctx, Entry* e);
 

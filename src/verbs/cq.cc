@@ -81,6 +81,10 @@ CompletionQueue::~CompletionQueue() {
     CONDUIT_LOG(kError) << "ibv_destroy_cq failed (a QP still uses it?): " << std::strerror(rc);
 }
 
+conduit::Status CompletionQueue::poll_error(int rc) {
+  return conduit::Status(Code::kIoError, "ibv_poll_cq failed", DetailKind::kErrno, -rc);
+}
+
 conduit::Status CompletionQueue::arm(bool solicited_only) {
   if (int rc = ibv_req_notify_cq(cq_, solicited_only ? 1 : 0); rc != 0)
     return conduit::Status::FromErrno(rc, "ibv_req_notify_cq");

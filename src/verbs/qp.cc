@@ -268,23 +268,16 @@ conduit::Status QueuePair::to_error() {
   return modify(attr, IBV_QP_STATE, "ERR");
 }
 
-conduit::Status QueuePair::post_send_chain(ibv_send_wr* head) {
-  ibv_send_wr* bad = nullptr;
-  if (int rc = ibv_post_send(qp_, head, &bad); rc != 0) [[unlikely]] {
-    std::string what = "ibv_post_send (qp " + std::to_string(qp_num());
-    if (bad != nullptr) what += ", first rejected wr_id " + std::to_string(bad->wr_id) + " " + std::string(wr_opcode_name(bad->opcode));
-    what += ")";
-    return conduit::Status::FromErrnoAuto(rc, what);
-  }
-  return {};
+conduit::Status QueuePair::post_send_error(int rc, const ibv_send_wr* bad) const {
+  std::string what = "ibv_post_send (qp " + std::to_string(qp_num());
+  if (bad != nullptr) what += ", first rejected wr_id " + std::to_string(bad->wr_id) + " " + std::string(wr_opcode_name(bad->opcode));
+  what += ")";
+  return conduit::Status::FromErrnoAuto(rc, what);
 }
 
-conduit::Status QueuePair::post_recv_chain(ibv_recv_wr* head) {
-  ibv_recv_wr* bad = nullptr;
-  if (int rc = ibv_post_recv(qp_, head, &bad); rc != 0) [[unlikely]]
-    return conduit::Status::FromErrnoAuto(rc, "ibv_post_recv (qp " + std::to_string(qp_num()) + ", wr_id " +
-                                                  std::to_string(bad ? bad->wr_id : 0) + ")");
-  return {};
+conduit::Status QueuePair::post_recv_error(int rc, const ibv_recv_wr* bad) const {
+  return conduit::Status::FromErrnoAuto(rc, "ibv_post_recv (qp " + std::to_string(qp_num()) + ", wr_id " +
+                                                std::to_string(bad ? bad->wr_id : 0) + ")");
 }
 
 std::string_view wr_opcode_name(ibv_wr_opcode op) {

@@ -255,6 +255,31 @@ TEST_P(Commands, ExpireTtlPersist) {
   EXPECT_EQ(r({"EXPIRE", "k2", "9223372036854775807"}), "-ERR invalid expire time in 'expire' command");
 }
 
+// Issue 9 item 9: expiry arithmetic is overflow-safe (the UBSan build reported EXPIRETIME
+// of a key expiring at LLONG_MAX, and the release build answered a negative number).
+TEST_P(Commands, ExpiryAtTheEndOfTime) {
+  EXPECT_EQ(r({"SET", "k", "v"}), "+OK");
+  EXPECT_EQ(r({"PEXPIREAT", "k", "9223372036854775807"}), ":1");  // Redis 7.0 accepts it
+  EXPECT_EQ(r({"PEXPIRETIME", "k"}), ":9223372036854775807");
+  EXPECT_EQ(r({"EXPIRETIME", "k"}), ":9223372036854776");  // rounded, as Redis rounds
+  EXPECT_GT(c_->command({"TTL", "k"})->integer, 9'223'372'036'854'775 - 4'000'000'000);
+  EXPECT_GT(c_->command({"PTTL", "k"})->integer, 9'223'372'036'854'775'807 - 4'000'000'000'000);
+  EXPECT_EQ(r({"EXPIREAT", "k", "9223372036854775"}), ":1");
+  EXPECT_EQ(r({"PEXPIRETIME", "k"}), ":9223372036854775000");
+  EXPECT_EQ(r({"EXPIREAT", "k", "9223372036854776"}), "-ERR invalid expire time in 'expireat' command");
+  EXPECT_EQ(r({"EXPIRE", "k", "9223372036854775"}), "-ERR invalid expire time in 'expire' command");
+  EXPECT_EQ(r({"PEXPIRE", "k", "9223372036854775807"}), "-ERR invalid expire time in 'pexpire' command");
+  EXPECT_EQ(r({"EXPIREAT", "k", "-9223372036854775808"}), "-ERR invalid expire time in 'expireat' command");
+  EXPECT_EQ(r({"SET", "k", "v", "EX", "9223372036854775"}), "-ERR invalid expire time in 'set' command");
+  EXPECT_EQ(r({"SET", "k", "v", "PXAT", "9223372036854775807"}), "+OK");
+  EXPECT_EQ(r({"EXPIRETIME", "k"}), ":9223372036854776");
+  EXPECT_EQ(r({"SETEX", "k", "9223372036854775", "v"}), "-ERR invalid expire time in 'setex' command");
+  EXPECT_EQ(r({"PSETEX", "k", "9223372036854775807", "v"}), "-ERR invalid expire time in 'psetex' command");
+  EXPECT_EQ(r({"PEXPIREAT", "k", "-9223372036854775808"}), ":1");  // in the past: deleted
+  EXPECT_EQ(r({"EXISTS", "k"}), ":0");
+  EXPECT_EQ(r({"SCAN", "0", "COUNT", "9223372036854775807"}), "[\"0\", []]");
+}
+
 TEST_P(Commands, LazyAndActiveExpiry) {
   EXPECT_EQ(r({"SET", "lazy", "v", "PX", "300"}), "+OK");
   std::vector<std::vector<std::string>> cmds;

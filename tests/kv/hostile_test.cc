@@ -7,6 +7,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -16,63 +17,16 @@
 
 #include "conduit/base/clock.h"
 #include "kv_test_util.h"
+#include "raw_socket.h"
 
 namespace conduit::kv {
 namespace {
 
 using testing::fmt;
+using testing::RawSocket;
 using testing::ServerThread;
 
 int port_of(const std::string& url) { return std::stoi(url.substr(url.rfind(':') + 1)); }
-
-// A plain blocking TCP socket (with a receive timeout), for bytes no client library sends.
-class RawSocket {
- public:
-  explicit RawSocket(int port) {
-    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(static_cast<uint16_t>(port));
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ok_ = ::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
-    timeval tv{5, 0};
-    setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  }
-  ~RawSocket() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  bool ok() const { return ok_; }
-  int fd() const { return fd_; }
-  bool send_all(const std::string& s) {
-    size_t off = 0;
-    while (off < s.size()) {
-      const ssize_t n = ::send(fd_, s.data() + off, s.size() - off, MSG_NOSIGNAL);
-      if (n <= 0) return false;
-      off += static_cast<size_t>(n);
-    }
-    return true;
-  }
-  // Everything until the peer closes (or the timeout).
-  std::string read_until_close() {
-    std::string out;
-    char buf[4096];
-    for (;;) {
-      const ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
-      if (n <= 0) break;
-      out.append(buf, static_cast<size_t>(n));
-    }
-    return out;
-  }
-  bool closed_by_peer() {
-    char b;
-    const ssize_t n = ::recv(fd_, &b, 1, 0);
-    return n == 0 || (n < 0 && errno == ECONNRESET);
-  }
-
- private:
-  int fd_ = -1;
-  bool ok_ = false;
-};
 
 class Hostile : public ::testing::Test {
  protected:
@@ -249,6 +203,72 @@ TEST_F(Hostile, OutputHardLimitDisconnects) {
   ASSERT_TRUE(s.send_all("LRANGE l 0 -1\r\n"));  // ~2.5 MB in one reply
   const std::string got = s.read_until_close();
   EXPECT_LT(got.size(), 2500000u);  // cut off: the connection was closed
+  expect_served();
+}
+
+
+long max_rss_kb() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_maxrss;
+}
+
+std::string multibulk(const std::vector<std::string>& args) {
+  std::string s = "*" + std::to_string(args.size()) + "\r\n";
+  for (const auto& a : args) s += "$" + std::to_string(a.size()) + "\r\n" + a + "\r\n";
+  return s;
+}
+
+// Issue 9 item 2: the hard limit is enforced while one command's reply is built.  An MGET
+// of 1000 copies of a 1 MiB value (a 1 GB reply) stops at the 8 MB limit: the client is
+// closed, nothing of the reply is sent, the server's peak memory does not grow by the
+// reply, and everyone else is served.
+TEST_F(Hostile, OneCommandCannotBuildAReplyAboveTheLimit) {
+  EXPECT_EQ(fmt(good_->command({"CONFIG", "SET", "client-output-buffer-limit", "normal 8mb 0 0"})), "+OK");
+  EXPECT_EQ(fmt(good_->command({"SET", "k", std::string(1 << 20, 'v')})), "+OK");
+  const long rss_before = max_rss_kb();
+  RawSocket s(port_);
+  std::vector<std::string> mget = {"MGET"};
+  for (int i = 0; i < 1000; ++i) mget.push_back("k");
+  ASSERT_TRUE(s.send_all(multibulk(mget)));
+  EXPECT_EQ(s.read_until_close(), "");
+  expect_served();
+  EXPECT_LT(max_rss_kb() - rss_before, 128 * 1024) << "peak RSS grew by " << (max_rss_kb() - rss_before) / 1024 << " MB";
+  EXPECT_NE(good_->command({"INFO", "clients"})->str.find("connected_clients:1\r"), std::string::npos);
+}
+
+TEST_F(Hostile, BigSingleRepliesAreCutAtTheLimit) {
+  const std::string chunk(50000, 'x');
+  std::vector<std::vector<std::string>> fill;
+  for (int i = 0; i < 40; ++i) {
+    const std::string n = std::to_string(i);
+    fill.push_back({"RPUSH", "l", chunk});
+    fill.push_back({"HSET", "h", "f" + n, chunk});
+    fill.push_back({"SADD", "s", n + chunk});
+    fill.push_back({"ZADD", "z", n, n + chunk});
+    fill.push_back({"SET", n + chunk, "v"});  // 50 KB key names for KEYS
+  }
+  ASSERT_TRUE(good_->pipeline(fill).ok());
+  EXPECT_EQ(fmt(good_->command({"CONFIG", "SET", "client-output-buffer-limit", "normal 1mb 0 0"})), "+OK");
+  for (const std::string cmd : {"LRANGE l 0 -1", "HGETALL h", "HVALS h", "SMEMBERS s", "ZRANGE z 0 -1", "KEYS *"}) {
+    RawSocket s(port_);
+    ASSERT_TRUE(s.send_all(cmd + "\r\n"));
+    EXPECT_EQ(s.read_until_close().size(), 0u) << cmd;
+    expect_served();
+  }
+}
+
+// Issue 9 item 11: like Redis, the first 16 KiB of pending output are not counted, so a
+// tiny limit does not close every client.
+TEST_F(Hostile, TinyOutputLimitLetsSmallRepliesThrough) {
+  EXPECT_EQ(fmt(good_->command({"CONFIG", "SET", "client-output-buffer-limit", "normal 100 100 1"})), "+OK");
+  EXPECT_EQ(fmt(good_->command({"SET", "small", std::string(10000, 's')})), "+OK");
+  EXPECT_EQ(fmt(good_->command({"SET", "big", std::string(20000, 'b')})), "+OK");
+  EXPECT_EQ(good_->command({"GET", "small"})->str.size(), 10000u);
+  expect_served();
+  RawSocket s(port_);
+  ASSERT_TRUE(s.send_all("GET big\r\n"));
+  EXPECT_EQ(s.read_until_close(), "");
   expect_served();
 }
 

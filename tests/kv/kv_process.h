@@ -27,7 +27,10 @@ class ServerProcess {
  public:
   // file_size_limit > 0: the child runs under RLIMIT_FSIZE with SIGXFSZ ignored, so writes
   // past the limit fail with EFBIG -- a full disk, as far as the server can tell.
-  explicit ServerProcess(const std::vector<std::string>& args, uint64_t file_size_limit = 0) {
+  // prefix: run the binary under another program, e.g. {"strace", "-f", "-o", "f", "--"}
+  // (looked up in PATH); pid() is then that program's.
+  explicit ServerProcess(const std::vector<std::string>& args, uint64_t file_size_limit = 0,
+                         const std::vector<std::string>& prefix = {}) {
     int p[2];
     if (::pipe2(p, O_CLOEXEC) != 0) return;
     pid_ = ::fork();
@@ -39,10 +42,14 @@ class ServerProcess {
         ::setrlimit(RLIMIT_FSIZE, &lim);
       }
       std::vector<char*> argv;
+      for (const auto& a : prefix) argv.push_back(const_cast<char*>(a.c_str()));
       argv.push_back(const_cast<char*>(CONDUIT_KV_BINARY));
       for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
       argv.push_back(nullptr);
-      ::execv(CONDUIT_KV_BINARY, argv.data());
+      if (prefix.empty())
+        ::execv(CONDUIT_KV_BINARY, argv.data());
+      else
+        ::execvp(argv[0], argv.data());
       ::_exit(127);
     }
     ::close(p[1]);

@@ -9,8 +9,10 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <mutex>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -138,6 +140,18 @@ class TempDir {
  private:
   std::string path_;
 };
+
+// A whole file's bytes ("" if it cannot be read); writing or appending bytes to one.
+inline std::string read_file(const std::string& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+inline void write_file(const std::string& p, const std::string& bytes, bool append = false) {
+  std::ofstream f(p, std::ios::binary | (append ? std::ios::app : std::ios::trunc));
+  f << bytes;
+}
 
 // Compact, unambiguous reply text: +OK -ERR.. :3 "bulk" nil [a, b] {k: v} ,1.5
 inline std::string fmt(const Reply& r) {

@@ -143,6 +143,25 @@ TEST(BlockPool, RegistrarsAddedLaterCoverExistingBlocksAndFailuresUndo) {
   EXPECT_EQ(pool->stats().regions, 2u) << "the failed region is unmapped";
 }
 
+TEST(BlockPool, ASliceKeepsItsPoolAliveAndTheLastOneLetsItGo) {
+  auto reg = std::make_shared<RecordingRegistrar>();
+  Slice s;
+  std::weak_ptr<BlockPool> weak;
+  {
+    auto pool = make_pool();
+    ASSERT_TRUE(pool->add_registrar(reg).ok());
+    auto got = pool->allocate(1000);
+    ASSERT_TRUE(got.ok());
+    s = std::move(*got);
+    weak = pool;
+  }
+  EXPECT_TRUE(weak.expired()) << "no shared_ptr is left...";
+  EXPECT_EQ(reg->live(), 1u) << "...but the pool lives on with its block: its region is still registered";
+  std::memset(s.writable_data(), 1, s.size());
+  s = Slice();
+  EXPECT_EQ(reg->live(), 0u) << "the last block let the pool go, and its regions were deregistered";
+}
+
 TEST(BlockPool, ChainsOfBlocks) {
   auto pool = make_pool();
   auto c = pool->allocate_chain(200000, 65536);

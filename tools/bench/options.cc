@@ -4,10 +4,9 @@
 
 #include <CLI/CLI.hpp>
 
-#include <cctype>
-#include <charconv>
 #include <iostream>
 
+#include "numeric_flags.h"
 #include "protocol.h"
 
 namespace conduit::bench {
@@ -36,28 +35,7 @@ from the peer.  Progress goes to stderr when it is a terminal (or with --progres
 
 Exit status: 0 success, 1 run-time failure (connect, peer lost, protocol), 2 bad command line.)";
 
-// "64", "1K", "16KiB", "1M", "2MB": K/M/G are powers of 1024.
-bool parse_size(std::string_view text, uint64_t* out) {
-  uint64_t v = 0;
-  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (ec != std::errc() || ptr == text.data()) return false;
-  std::string unit(ptr, text.data() + text.size());
-  for (char& c : unit) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  uint64_t mul = 1;
-  if (unit.empty() || unit == "b") {
-    mul = 1;
-  } else if (unit == "k" || unit == "kb" || unit == "kib") {
-    mul = 1ull << 10;
-  } else if (unit == "m" || unit == "mb" || unit == "mib") {
-    mul = 1ull << 20;
-  } else if (unit == "g" || unit == "gb" || unit == "gib") {
-    mul = 1ull << 30;
-  } else {
-    return false;
-  }
-  *out = v * mul;
-  return true;
-}
+using tools::parse_size;  // "64", "1K", "16KiB", "1M": K/M/G are powers of 1024
 
 std::string check_size_list(const std::string& text) {
   size_t start = 0;
@@ -130,34 +108,34 @@ std::optional<int> parse_options(int argc, char** argv, Options* out) {
                      "(default: 64 for pingpong, 64K for stream)")
       ->check([](const std::string& v) { return check_size_list(v); });
   auto* dur = stream->add_option("-D,--duration", o.duration_s, "Seconds to measure each size (0.01 .. 3600)")
-                  ->check(CLI::Range(0.01, 3600.0))
+                  ->check(tools::in_range(0.01, 3600.0))
                   ->capture_default_str();
   auto* iters = stream->add_option("-n,--iters", o.iters,
                                    "Stop each size after this many round trips / messages (1 .. 10^10); with -n "
                                    "and no -D the duration bound is 600 s")
-                    ->check(CLI::Range(uint64_t{1}, uint64_t{10'000'000'000ull}));
+                    ->check(tools::in_range(uint64_t{1}, uint64_t{10'000'000'000ull}));
   stream->add_option("-w,--warmup", o.warmup_s, "Seconds of unreported warm-up per size (0 .. 60)")
-      ->check(CLI::Range(0.0, 60.0))
+      ->check(tools::in_range(0.0, 60.0))
       ->capture_default_str();
   auto* timeout = stream->add_option("--timeout", o.timeout_s,
                                      "Seconds to wait for a connection or for a silent peer (0.1 .. 3600); a "
                                      "server waits 60 s for its first client unless this is given")
-                       ->check(CLI::Range(0.1, 3600.0))
+                       ->check(tools::in_range(0.1, 3600.0))
                        ->capture_default_str();
   stream->add_option("--sessions", o.sessions, "Server: clients to serve before exiting (1 .. 1000000)")
-      ->check(CLI::Range(1u, 1000000u))
+      ->check(tools::in_range(1u, 1000000u))
       ->capture_default_str();
   stream->add_option("--busy-poll-us", o.busy_poll_us,
                      "Event-loop busy polling before sleeping, microseconds (0 .. 1000000); transport "
                      "options such as shm's busy_poll_us= go in the URL")
-      ->check(CLI::Range(0u, 1000000u))
+      ->check(tools::in_range(0u, 1000000u))
       ->capture_default_str();
   stream->add_option("--cpu", o.cpu, "Pin the client (in --server mode: the server) to this CPU")
-      ->check(CLI::Range(0, 4095));
+      ->check(tools::in_range(0, 4095));
   stream->add_option("--server-cpu", o.server_cpu, "--loopback: pin the server thread to this CPU")
-      ->check(CLI::Range(0, 4095));
+      ->check(tools::in_range(0, 4095));
   stream->add_option("--max-samples", o.max_samples, "Round trips kept per size for percentiles (1000 .. 10^8)")
-      ->check(CLI::Range(uint64_t{1000}, uint64_t{100'000'000}))
+      ->check(tools::in_range(uint64_t{1000}, uint64_t{100'000'000}))
       ->capture_default_str();
   auto* touch = stream->add_flag("--touch", o.touch,
                                  "stream: the client fills every message before writing it and the server "
@@ -170,12 +148,8 @@ std::optional<int> parse_options(int argc, char** argv, Options* out) {
   auto* chunk = stream->add_option("--inplace-chunk", chunk_text,
                                    "--inplace: the most the client fills per reserve()/commit(), 4K .. 64M (a "
                                    "large message is committed in pieces so the server can start on it)")
-                    ->check([](const std::string& v) {
-                      uint64_t n = 0;
-                      if (!parse_size(v, &n)) return std::string("'" + v + "' is not a size");
-                      return n >= 4096 && n <= kMaxMessage ? std::string() : std::string("outside 4K .. 64M");
-                    })
-                    ->capture_default_str();
+                    ->capture_default_str()
+                    ->check(tools::size_in_range(4096, kMaxMessage));
   stream->add_flag("--json", o.json, "Print one JSON object on stdout instead of tables");
   auto* pr = stream->add_flag("--progress", progress, "Show progress on stderr even when it is not a terminal");
   stream->add_flag("--no-progress", no_progress, "Never show progress")->excludes(pr);
@@ -186,16 +160,12 @@ std::optional<int> parse_options(int argc, char** argv, Options* out) {
              "--duration.\nMB/s is 2^20 bytes per second, as in `stream`.");
   std::string copy_text = "64K";
   mc->add_option("-s,--size", copy_text, "Block size, 1 .. 1G (K/M/G = powers of 1024)")
-      ->check([](const std::string& v) {
-        uint64_t n = 0;
-        if (!parse_size(v, &n)) return std::string("'" + v + "' is not a size");
-        return n >= 1 && n <= (1ull << 30) ? std::string() : std::string("size outside 1 .. 1G");
-      })
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(tools::size_in_range(1, 1ull << 30));
   mc->add_option("-D,--duration", o.duration_s, "Seconds to measure (0.01 .. 600)")
-      ->check(CLI::Range(0.01, 600.0))
+      ->check(tools::in_range(0.01, 600.0))
       ->capture_default_str();
-  mc->add_option("--cpu", o.cpu, "Pin to this CPU")->check(CLI::Range(0, 4095));
+  mc->add_option("--cpu", o.cpu, "Pin to this CPU")->check(tools::in_range(0, 4095));
   mc->add_flag("--touch", o.touch,
                "Also fill the source block before each copy and checksum the destination after it: the "
                "work of `stream --touch/--inplace`, done on one core");

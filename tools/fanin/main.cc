@@ -17,6 +17,7 @@
 #include "conduit/reactor/event_loop.h"
 #include "conduit/transport/connection.h"
 #include "conduit/transport/endpoint.h"
+#include "numeric_flags.h"
 
 using namespace conduit;
 using namespace conduit::transport;
@@ -55,20 +56,17 @@ int main(int argc, char** argv) {
   bool json = false;
   app.add_option("--url", url, "listen URL with its options (rdma://192.0.2.1:0?srq=1)")->required();
   app.add_option("--client-options", client_options, "options the clients add, e.g. rx_buffer=65536");
-  app.add_option("-c,--conns", conns, "connections (1 .. 4096)")->check(CLI::Range(1u, 4096u));
-  app.add_option("-D,--duration", duration, "seconds of streaming measured")->check(CLI::Range(0.1, 3600.0));
-  app.add_option("-w,--warmup", warmup, "seconds of unmeasured streaming first")->check(CLI::Range(0.0, 60.0));
-  app.add_option("--timeout", timeout, "bound on connection setup, seconds")->check(CLI::Range(1.0, 3600.0));
-  app.add_option("-s,--size", size_text, "bytes per write (K/M suffixes)");
+  app.add_option("-c,--conns", conns, "connections (1 .. 4096)")->check(tools::in_range(1u, 4096u));
+  app.add_option("-D,--duration", duration, "seconds of streaming measured")->check(tools::in_range(0.1, 3600.0));
+  app.add_option("-w,--warmup", warmup, "seconds of unmeasured streaming first")->check(tools::in_range(0.0, 60.0));
+  app.add_option("--timeout", timeout, "bound on connection setup, seconds")->check(tools::in_range(1.0, 3600.0));
+  app.add_option("-s,--size", size_text, "bytes per write, 1 .. 64M (K/M suffixes)")
+      ->capture_default_str()
+      ->check(tools::size_in_range(1, 64u << 20));
   app.add_flag("--json", json, "one JSON object on stdout");
   CLI11_PARSE(app, argc, argv);
-  size_t size = std::strtoull(size_text.c_str(), nullptr, 10);
-  if (!size_text.empty() && (size_text.back() == 'K' || size_text.back() == 'k')) size <<= 10;
-  if (!size_text.empty() && (size_text.back() == 'M' || size_text.back() == 'm')) size <<= 20;
-  if (size == 0 || size > (64u << 20)) {
-    std::fprintf(stderr, "conduit-fanin: --size must be 1 .. 64M\n");
-    return 2;
-  }
+  uint64_t size = 0;
+  (void)tools::parse_size(size_text, &size);  // checked above (or the default)
   auto ep = Endpoint::parse(url);
   if (!ep.ok()) {
     std::fprintf(stderr, "conduit-fanin: %s\n", ep.status().to_string().c_str());

@@ -25,6 +25,7 @@
 #include "conduit/kv/resp.h"
 #include "conduit/reactor/event_loop.h"
 #include "conduit/transport/connection.h"
+#include "numeric_flags.h"
 
 namespace {
 
@@ -444,26 +445,36 @@ int main(int argc, char** argv) {
   app.get_formatter()->column_width(34);
   app.set_help_flag("--help", "print this help");
   app.add_option("-h", cfg.host, "server hostname")->capture_default_str();
-  app.add_option("-p", cfg.port, "server port")->capture_default_str();
+  app.add_option("-p", cfg.port, "server port")->capture_default_str()->check(tools::in_range(1, 65535));
   app.add_option("--transport", cfg.transport, "tcp | shm | rdma")->capture_default_str()->check(CLI::IsMember({"tcp", "shm", "rdma"}));
   app.add_option("--shm-name", cfg.shm_name, "shm listener name (--transport shm)")->capture_default_str();
   app.add_option("--url", cfg.url, "connect to this transport URL instead (tcp://, shm://, rdma://, auto://)");
   app.add_option("-a", cfg.password, "password for AUTH");
   app.add_option("--user", cfg.user, "user for AUTH (with -a)");
-  app.add_option("-c", cfg.clients, "number of parallel connections")->capture_default_str()->check(CLI::Range(1, 100000));
-  app.add_option("-n", cfg.requests, "total number of requests")->capture_default_str();
-  app.add_option("-d", cfg.datasize, "data size of SET/GET value in bytes")->capture_default_str();
-  app.add_option("--dbnum", cfg.dbnum, "SELECT this db")->capture_default_str();
+  app.add_option("-c", cfg.clients, "number of parallel connections")->capture_default_str()->check(tools::in_range(1, 100000));
+  app.add_option("-n", cfg.requests, "total number of requests (1 .. 10^12)")
+      ->capture_default_str()
+      ->check(tools::in_range<uint64_t>(1, 1'000'000'000'000ull));
+  // The server's default proto-max-bulk-len bounds a value.
+  app.add_option("-d", cfg.datasize, "data size of SET/GET value in bytes (1 .. 536870912)")
+      ->capture_default_str()
+      ->check(tools::in_range<size_t>(1, 512u << 20));
+  app.add_option("--dbnum", cfg.dbnum, "SELECT this db")->capture_default_str()->check(tools::in_range(0, INT32_MAX));
   app.add_flag("-3", cfg.resp3, "start sessions in RESP3 protocol mode");
-  app.add_option("--threads", cfg.threads, "enable multi-thread mode")->capture_default_str()->check(CLI::Range(1, 256));
-  app.add_option("-k", cfg.keepalive, "1=keep alive (only 1 is supported)")->capture_default_str();
-  app.add_option("-r", cfg.keyspace, "random keys in [0, keyspacelen) for __rand_int__ (0 = literal)");
-  app.add_option("-P", cfg.pipeline, "pipeline <numreq> requests")->capture_default_str()->check(CLI::Range(1, 100000));
+  app.add_option("--threads", cfg.threads, "enable multi-thread mode")->capture_default_str()->check(tools::in_range(1, 256));
+  app.add_option("-k", cfg.keepalive, "1=keep alive (only 1 is supported)")->capture_default_str()->check(tools::in_range(0, 1));
+  app.add_option("-r", cfg.keyspace, "random keys in [0, keyspacelen) for __rand_int__ (0 = literal)")
+      ->check(tools::in_range<uint64_t>(0, INT64_MAX));
+  app.add_option("-P", cfg.pipeline, "pipeline <numreq> requests")->capture_default_str()->check(tools::in_range(1, 100000));
   app.add_flag("-q", cfg.quiet, "quiet: just show query/sec values");
   app.add_flag("--csv", cfg.csv, "output in CSV format");
   app.add_option("-t", cfg.tests, "comma-separated list of tests to run (set,get,lrange,...)");
-  app.add_option("--precision", cfg.precision, "decimal places in latency output")->capture_default_str();
-  app.add_option("--busy-poll-us", cfg.busy_poll_us, "client loop busy polling (shm: also the ring)")->capture_default_str();
+  app.add_option("--precision", cfg.precision, "decimal places in latency output (0 .. 9)")
+      ->capture_default_str()
+      ->check(tools::in_range(0, 9));
+  app.add_option("--busy-poll-us", cfg.busy_poll_us, "client loop busy polling (shm: also the ring), 0 .. 1000000")
+      ->capture_default_str()
+      ->check(tools::in_range<uint32_t>(0, 1000000));
   app.add_option("command", cfg.command, "a custom command to benchmark instead of the tests");
   app.allow_extras(false);
   CLI11_PARSE(app, argc, argv);

@@ -3,7 +3,8 @@
 //
 // write_lat: ping-pong of RDMA WRITEs; each side spins on the last byte of its receive half
 //            until the peer's write changes it (perftest's method), then writes back.
-// send_lat:  ping-pong of SENDs; each side busy-polls its receive CQ.
+// send_lat:  ping-pong of SENDs; each side busy-polls its receive CQ, and re-posts the
+//            consumed receive after its answer went out (see repost_after_send).
 // read_lat, atomic_lat: the client issues one READ / FETCH_AND_ADD at a time and spins on
 //            its completion; the server is passive.
 #include <cstring>
@@ -26,18 +27,22 @@ Status wait_send(Session& s, Watchdog& wd, const char* what) {
   }
 }
 
-// Spins until one receive completes; re-posts it.  *ctrl tells a control message (the
-// peer's DONE) from ping-pong data.
+// Spins until one receive completes (the caller re-posts it).  *wc tells a control message
+// (the peer's DONE) from ping-pong data.
 Status wait_recv(Session& s, Watchdog& wd, const char* what, verbs::Completion* wc) {
   for (;;) {
     CONDUIT_ASSIGN_OR_RETURN(int n, s.recv_cq().poll({wc, 1}));
-    if (n == 1) {
-      if (!wc->ok()) return completion_error(s, *wc, what);
-      return s.repost_recvs(1);
-    }
+    if (n == 1) return wc->ok() ? Status() : completion_error(s, *wc, what);
     if (wd.tick()) return wd.status();
   }
 }
+
+// Where send_lat re-posts the receive a ping-pong message consumed.  With another receive
+// still posted (rx depth >= 2), after its own SEND went out: the post then overlaps the
+// peer's turn instead of lying between receiving and answering, which is the round trip's
+// critical path.  With rx depth 1 the receive must be back before the SEND, or the peer's
+// answer could find none (an RNR NAK and a 0.64 ms stall).
+bool repost_after_send(const Session& s) { return s.recv_count() >= 2; }
 
 Status unexpected_ctrl(const char* what) {
   return Status(Code::kProtocolError, std::string(what) + ": the peer sent a control message in the middle of a row");
@@ -117,7 +122,7 @@ Status write_lat_server(Session& s, const RowSpec& row, RowResult* /*out*/, Ctrl
         CONDUIT_ASSIGN_OR_RETURN(int n, s.recv_cq().poll(wc));
         if (n == 1) {
           if (!wc[0].ok()) return completion_error(s, wc[0], "write_lat");
-          CONDUIT_RETURN_IF_ERROR(s.repost_recvs(1));
+          CONDUIT_RETURN_IF_ERROR(s.repost_recv());
           if (!Session::is_ctrl(wc[0])) return Status(Code::kProtocolError, "write_lat: unexpected SEND");
           CONDUIT_ASSIGN_OR_RETURN(*done, s.read_ctrl(wc[0]));
           return {};
@@ -139,19 +144,30 @@ Status send_lat_client(Session& s, const RowSpec& row, RowResult* out) {
   if (size <= o.inline_size) wr.inlined();
   verbs::SignalTracker tracker(o.sq_depth(), o.cq_mod);
   Watchdog wd(s, row.deadline_ns, "send_lat");
+  const bool late = repost_after_send(s);
+  bool owed = false;  // the previous answer's receive, not re-posted yet
   verbs::Completion wc;
   LatClock clock(o);
   for (uint64_t i = 0; clock.next(i); ++i) {
     const bool signaled = tracker.on_post(!o.duration_mode() && i + 1 == o.iters);
     wr.signaled(signaled);
     CONDUIT_RETURN_IF_ERROR(s.qp().post_send(wr));
+    if (owed) {
+      CONDUIT_RETURN_IF_ERROR(s.repost_recv());
+      owed = false;
+    }
     if (signaled) {
       CONDUIT_RETURN_IF_ERROR(wait_send(s, wd, "send_lat"));
       tracker.on_signaled_completion();
     }
     CONDUIT_RETURN_IF_ERROR(wait_recv(s, wd, "send_lat", &wc));
     if (Session::is_ctrl(wc)) return unexpected_ctrl("send_lat");
+    if (late)
+      owed = true;
+    else
+      CONDUIT_RETURN_IF_ERROR(s.repost_recv());
   }
+  if (owed) CONDUIT_RETURN_IF_ERROR(s.repost_recv());  // every receive is back before DONE goes out
   out->is_bw = false;
   out->lat = clock.result(size, 2);
   return {};
@@ -164,16 +180,20 @@ Status send_lat_server(Session& s, const RowSpec& row, RowResult* /*out*/, CtrlM
   if (row.size <= o.inline_size) wr.inlined();
   verbs::SignalTracker tracker(o.sq_depth(), o.cq_mod);
   Watchdog wd(s, row.deadline_ns, "send_lat");
+  const bool late = repost_after_send(s);
   verbs::Completion wc;
   for (;;) {
     CONDUIT_RETURN_IF_ERROR(wait_recv(s, wd, "send_lat", &wc));
     if (Session::is_ctrl(wc)) {
+      CONDUIT_RETURN_IF_ERROR(s.repost_recv());
       CONDUIT_ASSIGN_OR_RETURN(*done, s.read_ctrl(wc));
       return {};
     }
+    if (!late) CONDUIT_RETURN_IF_ERROR(s.repost_recv());
     const bool signaled = tracker.on_post();
     wr.signaled(signaled);
     CONDUIT_RETURN_IF_ERROR(s.qp().post_send(wr));
+    if (late) CONDUIT_RETURN_IF_ERROR(s.repost_recv());
     if (signaled) {
       CONDUIT_RETURN_IF_ERROR(wait_send(s, wd, "send_lat"));
       tracker.on_signaled_completion();

@@ -2,6 +2,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "numeric_flags.h"
+
 #include <algorithm>
 #include <array>
 #include <iostream>
@@ -148,36 +150,35 @@ std::optional<int> parse_options(int argc, char** argv, Options* out) {
                  "RDMA device; must be the device rdma_cm uses for the address (default: that device)");
   app.add_option("-p,--port", o.port, "rdma_cm port to listen on / connect to")
       ->capture_default_str()
-      ->check(CLI::Range(1, 65535));
+      ->check(tools::in_range(1, 65535));
   auto* size = app.add_option("-s,--size", o.size,
                               "Message size in bytes, 1 .. 8388608 (suffixes K, M allowed; default "
                               "65536 for bw, 2 for lat, 8 for atomic_lat, which takes no other)")
-                   ->transform(CLI::AsSizeValue(false))
-                   ->check(CLI::Range(kMinSize, kMaxSize));
+                   ->check(tools::size_in_range(kMinSize, kMaxSize));
   auto* iters = app.add_option("-n,--iters", o.iters,
                                "Iterations per size, 5 .. 100000000 (default 5000 for write_bw, else 1000)")
-                    ->check(CLI::Range(uint64_t{5}, uint64_t{100000000}));
+                    ->check(tools::in_range(uint64_t{5}, uint64_t{100000000}));
   auto* duration = app.add_option("-D,--duration", o.duration_s,
                                   "Run each size for this many seconds instead of -n iterations")
-                       ->check(CLI::Range(1u, 86400u));
+                       ->check(tools::in_range(1u, 86400u));
   auto* tx = app.add_option("-t,--tx-depth", o.tx_depth,
                             "Send queue depth: work requests in flight (default 128 bw, 1 lat)")
-                 ->check(CLI::Range(1u, 15000u));
+                 ->check(tools::in_range(1u, 15000u));
   auto* rx = app.add_option("-r,--rx-depth", o.rx_depth,
                             "Receives kept posted by the receiving side of send tests (default 512)")
-                 ->check(CLI::Range(1u, 16384u));
+                 ->check(tools::in_range(1u, 16384u));
   auto* cq = app.add_option("-Q,--cq-mod", o.cq_mod,
                             "Signal one send in N (default as perftest: 100, or 1 for single sizes "
                             "over 8 KiB; bw tests and send_lat only)")
-                 ->check(CLI::Range(1u, 1024u));
+                 ->check(tools::in_range(1u, 1024u));
   auto* inl = app.add_option("-I,--inline-size,--inline_size", o.inline_size,
                              "Send WRITE/SEND payloads up to this size inline (default as perftest: "
                              "220 write_lat, 236 send_lat, else 0; ignored by read/atomic)")
-                  ->check(CLI::Range(0u, 912u));
+                  ->check(tools::in_range(0u, 912u));
   app.add_option("-l,--post-list", o.post_list,
                  "Bandwidth tests: post at most N work requests per doorbell (default: about 8 KiB "
                  "worth, at least 1)")
-      ->check(CLI::Range(1u, 15000u));
+      ->check(tools::in_range(1u, 15000u));
   auto* all = app.add_flag("-a,--all", o.all_sizes, "Run all sizes 2 B .. 8 MiB (powers of two)");
   app.add_flag("-F,--CPU-freq", ignored_cpu_freq, "Accepted for perftest compatibility; ignored");
   app.add_flag("--json", o.json, "Print results as one JSON object on stdout instead of the tables");
@@ -185,7 +186,7 @@ std::optional<int> parse_options(int argc, char** argv, Options* out) {
                  "Seconds allowed for connection setup, and for each size (plus -D) before "
                  "giving up on the peer")
       ->capture_default_str()
-      ->check(CLI::Range(1u, 86400u));
+      ->check(tools::in_range(1u, 86400u));
   all->excludes(size);
   all->excludes(duration);
   duration->excludes(iters);

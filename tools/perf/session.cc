@@ -195,8 +195,8 @@ Status Session::create_resources() {
 
   recv_sge_ = buf_->sge(half_, unit_);
   recv_wrs_.clear();
-  for (size_t i = 0; i < kRecvChain; ++i)
-    recv_wrs_.push_back(data_recvs_ ? verbs::RecvWr::make(&recv_sge_, 1, 0) : verbs::RecvWr::make(nullptr, 0, 0));
+  single_recv_ = data_recvs_ ? verbs::RecvWr::make(&recv_sge_, 1, 0) : verbs::RecvWr::make(nullptr, 0, 0);
+  for (size_t i = 0; i < kRecvChain; ++i) recv_wrs_.push_back(single_recv_);
   return repost_recvs(static_cast<int>(recv_count_));
 }
 

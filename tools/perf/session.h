@@ -95,6 +95,10 @@ class Session {
   // of a side is alike: the whole receive region for a side that receives SENDs, no
   // scatter entry otherwise.
   Status repost_recvs(int n);
+  // The latency loops' form of repost_recvs(1): posts one pre-built receive, no chain.
+  Status repost_recv() { return qp_->post_recv(single_recv_); }
+  // Receives this side keeps posted (the rx depth of a side that receives SENDs).
+  uint32_t recv_count() const { return recv_count_; }
   // A receive completion that carries a control message rather than SEND data.
   static bool is_ctrl(const verbs::Completion& wc) { return wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM; }
   // Decodes the control message a completion announced (its receive is not re-posted).
@@ -145,6 +149,7 @@ class Session {
   uint32_t recv_count_ = 0;
   ibv_sge recv_sge_{};
   std::vector<verbs::RecvWr> recv_wrs_;  // identical templates, chained for re-posting
+  verbs::RecvWr single_recv_;            // the same template, never chained
   uint32_t ctrl_seq_ = 0;
   bool peer_gone_ = false;
 };

@@ -26,6 +26,9 @@ struct ProtocolLimits {
   uint64_t max_multibulk_len = 1024 * 1024;  // arguments in one command
   uint64_t max_inline_len = 64 * 1024;       // an inline command line, or a *N / $N header line
   uint64_t max_query_buffer = 1ull << 30;    // client-query-buffer-limit: unparsed bytes held
+  // The client has not authenticated yet (the limits above are then the small pre-AUTH
+  // ones): the parser says "unauthenticated multibulk/bulk length", as Redis does.
+  bool unauthenticated = false;
 };
 
 // Incremental request parser.  Feed it the unconsumed input from its first byte; when it
@@ -69,9 +72,10 @@ class RequestParser {
 
   ProtocolLimits limits_;
   State state_ = State::kIdle;
-  std::vector<std::string_view> args_;
-  // While kNeedMore: args_ saved as offsets from the command's first byte.
-  std::vector<std::pair<size_t, size_t>> saved_;
+  std::vector<std::string_view> args_;  // the last complete command (views)
+  // The command being parsed: (offset from its first byte, length) per argument read so
+  // far.  Offsets survive the input moving between calls, so resuming costs nothing.
+  std::vector<std::pair<size_t, size_t>> spans_;
   std::vector<std::string> inline_storage_;
   size_t pos_ = 0;        // next unparsed byte, relative to the command's first byte
   uint64_t remaining_ = 0;  // arguments still to read
@@ -140,6 +144,14 @@ enum class RespVersion : uint8_t { kResp2 = 2, kResp3 = 3 };
 
 // Writes replies into a ByteBuffer.  RESP3-only types degrade to their RESP2 forms (map ->
 // flat array, null -> $-1 / *-1, double -> bulk string, set -> array) as Redis does.
+//
+// Budget: set_limit(n) bounds the bytes the buffer may hold, checked before every reply
+// element, so one command cannot build a reply bigger than its client may be sent (an
+// MGET of 18k copies of a 1 MiB value stops at the limit instead of at 18 GB).  The first
+// element that does not fit is not written and the writer fails for good: failed()
+// turns true, everything after is dropped, and the caller must close the client without
+// sending (its replies are incomplete).  fail() does the same for other reasons (out of
+// memory while running a command).  Cost: one compare per element.
 class ReplyWriter {
  public:
   explicit ReplyWriter(ByteBuffer* out, RespVersion v = RespVersion::kResp2) : out_(out), version_(v) {}
@@ -148,9 +160,22 @@ class ReplyWriter {
   void set_version(RespVersion v) { version_ = v; }
   RespVersion version() const { return version_; }
   bool resp3() const { return version_ == RespVersion::kResp3; }
+  // At most `bytes` in the buffer (UINT64_MAX: no bound).  No effect once failed().
+  void set_limit(uint64_t bytes) {
+    if (!failed_) limit_ = bytes;
+  }
+  uint64_t limit() const { return limit_; }
+  bool failed() const { return failed_; }
+  bool failed_over_limit() const { return over_limit_; }  // failed() because of set_limit()
+  void fail() {
+    failed_ = true;
+    limit_ = 0;
+  }
 
   void simple(std::string_view s);      // +s
-  void ok() { out_->append("+OK\r\n", 5); }
+  void ok() {
+    if (fits(5)) out_->append("+OK\r\n", 5);
+  }
   void error(std::string_view s);       // -s (s starts with its code, e.g. "ERR ...")
   void integer(int64_t v);              // :v
   void bulk(std::string_view s);        // $len s
@@ -161,12 +186,24 @@ class ReplyWriter {
   void set(size_t n);                   // RESP3 ~n; RESP2 *n
   void dbl(double d);                   // RESP3 ,d; RESP2 bulk "%.17g"
   void verbatim(std::string_view s, std::string_view fmt = "txt");  // RESP3 =; RESP2 bulk
-  void raw(std::string_view s) { out_->append(s); }
+  void raw(std::string_view s) {
+    if (fits(s.size())) out_->append(s);
+  }
 
  private:
+  bool fits(size_t n) {
+    if (out_->size() + n <= limit_) [[likely]]
+      return true;
+    over_limit_ = over_limit_ || !failed_;
+    fail();
+    return false;
+  }
   void header(char type, int64_t n);
   ByteBuffer* out_;
   RespVersion version_;
+  uint64_t limit_ = UINT64_MAX;
+  bool failed_ = false;
+  bool over_limit_ = false;
 };
 
 // Writes a command as a RESP array of bulk strings (client requests, AOF records).

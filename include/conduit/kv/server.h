@@ -21,7 +21,10 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
+#include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "conduit/base/status.h"
@@ -35,6 +38,23 @@ std::string_view appendfsync_name(AppendFsync f);
 bool parse_appendfsync(std::string_view s, AppendFsync* out);
 // Redis' memory values: "100", "1k" (1000), "1kb" (1024), "1m", "1mb", "1g", "1gb".
 bool parse_memory_value(std::string_view s, uint64_t* out);
+
+struct ServerOptions;
+
+// The options by their redis.conf names, as CONFIG GET/SET and conduit-kv's command line
+// see them.  One table (src/kv/config.cc) parses and validates for both, so they accept
+// exactly the same values.  Any thread; no allocation beyond the strings returned.
+struct ServerOptionInfo {
+  std::string_view name;  // "maxclients"
+  bool runtime;           // CONFIG SET may change it while the server runs
+  std::string_view doc;   // one line for --help
+};
+std::span<const ServerOptionInfo> server_option_list();
+// Sets option `name` of *o from text (also options CONFIG SET may not change: this is
+// for before Server::create).  Returns "" or why the value was refused (*o unchanged).
+std::string set_server_option(ServerOptions* o, std::string_view name, std::string_view value);
+// The value as CONFIG GET prints it; nullopt for an unknown name.
+std::optional<std::string> get_server_option(const ServerOptions& o, std::string_view name);
 
 // Every option has redis-server's name (CONFIG GET/SET use it) and default.
 struct ServerOptions {
@@ -65,7 +85,10 @@ struct ServerOptions {
 
   ProtocolLimits limits;             // proto-max-bulk-len, client-query-buffer-limit, ...
   // client-output-buffer-limit (normal class): a client whose unsent replies exceed
-  // `hard` bytes is disconnected at once; one above `soft` bytes for `soft_seconds` too.
+  // `hard` bytes is disconnected at once (checked while a reply is built); one above `soft`
+  // bytes for `soft_seconds` too.  The first 16 KiB are not counted (as in Redis).  Redis'
+  // default is no limit (0 0 0); ours is 256 MB so that one command (an MGET of 18k names
+  // of a 1 MiB value) cannot take the server's memory: see docs/KV.md.
   uint64_t output_hard_limit = 256ull << 20;
   uint64_t output_soft_limit = 64ull << 20;
   uint32_t output_soft_seconds = 60;

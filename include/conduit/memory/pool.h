@@ -14,9 +14,9 @@
 // Threading: allocate(), a slice's release, stats(), wait() and cancel_wait() are
 // thread-safe.  Each thread keeps a small cache of free blocks per class, so the common
 // allocate/free pair touches no lock; the shared free lists take a mutex.
-// Lifetime: the pool is held by shared_ptr; every slice it handed out must be released
-// before the last reference goes (asserted; a pool destroyed early leaks its regions
-// rather than free memory a slice still points to).
+// Lifetime: the pool is held by shared_ptr, and a block handed out keeps it alive: slices
+// may outlive every other reference (the pool, its regions and its registrars then go with
+// the last slice).
 // fork(): see docs/MEMORY.md -- a child that execs leaves the parent's registrations and
 // queue pairs intact; a child that does not exec gets a private copy of the pool's pages
 // (Linux >= 5.13 copies pinned pages at fork) and must not use the parent's verbs objects.
@@ -114,13 +114,19 @@ class BlockPool : public std::enable_shared_from_this<BlockPool> {
 
  private:
   explicit BlockPool(PoolOptions options);
-  Result<detail::Storage*> take_shared(size_t cls);      // takes mu_
+  // One block of class `cls`, and up to `refill_max` more into *refill (a thread cache),
+  // under one lock.
+  Result<detail::Storage*> take_shared(size_t cls, std::vector<detail::Storage*>* refill, size_t refill_max);
   Result<Region*> map_region(size_t cls, size_t bytes);  // mu_ held
   Status register_region(Region& r);                     // mu_ held
   void unmap_region(Region& r);                          // mu_ held
   Result<Slice> allocate_large(size_t size);
   void notify_waiters();
   int class_of(size_t size) const;
+  bool cache_block(detail::Storage* s, size_t cls);
+  void note_in_use(size_t capacity);
+  void note_released(size_t capacity);  // may destroy the pool (the last block of an orphan)
+  void orphan();                        // the last shared_ptr went: delete now or with the last block
 
   PoolOptions options_;
   uint64_t id_;
@@ -135,6 +141,10 @@ class BlockPool : public std::enable_shared_from_this<BlockPool> {
   std::atomic<size_t> bytes_in_use_{0};
   std::atomic<uint64_t> cache_hits_{0}, cache_misses_{0}, would_block_{0};
   uint64_t registrations_ = 0, register_ns_ = 0;
+  // Set when the last shared_ptr went while blocks were out: the last release deletes the
+  // pool.  (Checked with one load when the count of blocks out reaches zero.)
+  std::atomic<bool> orphaned_{false};
+  std::atomic<bool> deleting_{false};
 };
 
 }  // namespace conduit::memory

@@ -75,10 +75,11 @@ class CompletionQueue {
   const std::shared_ptr<CompletionChannel>& channel() const { return channel_; }
 
   // Up to out.size() completions; 0 when empty; an error only if the CQ itself failed.
+  // Inline; the error Status is built out of line so the spin loops that call this stay small.
   Result<int> poll(std::span<Completion> out) {
     int n = ibv_poll_cq(cq_, static_cast<int>(out.size()), out.data());
     if (n < 0) [[unlikely]]
-      return conduit::Status(Code::kIoError, "ibv_poll_cq failed", DetailKind::kErrno, -n);
+      return poll_error(n);
     return n;
   }
 
@@ -114,6 +115,7 @@ class CompletionQueue {
   Result<int> poll_blocking(std::span<Completion> out, int timeout_ms);
 
  private:
+  [[gnu::cold, gnu::noinline]] static conduit::Status poll_error(int rc);
   CompletionQueue(std::shared_ptr<Context> ctx, std::shared_ptr<CompletionChannel> ch, ibv_cq* cq)
       : ctx_(std::move(ctx)), channel_(std::move(ch)), cq_(cq) {}
   std::shared_ptr<Context> ctx_;

@@ -125,6 +125,8 @@ class QueuePair {
   // Moves to ERR: every outstanding WR completes with IBV_WC_WR_FLUSH_ERR.
   conduit::Status to_error();
 
+  // Inline: the success path is the provider's post call and nothing else; the Status for
+  // a rejected post is built out of line.
   conduit::Status post_send(SendWr& wr) { return post_send_chain(wr.native()); }
   conduit::Status post_send(SendChain& chain) { return post_send_chain(chain.head()); }
   conduit::Status post_recv(RecvWr& wr) { return post_recv_chain(wr.native()); }
@@ -139,8 +141,20 @@ class QueuePair {
                                              const CompletionQueue& rcq, const SharedReceiveQueue* srq,
                                              const QpOptions& options);
   conduit::Status modify(ibv_qp_attr& attr, int mask, std::string_view what);
-  conduit::Status post_send_chain(ibv_send_wr* head);
-  conduit::Status post_recv_chain(ibv_recv_wr* head);
+  conduit::Status post_send_chain(ibv_send_wr* head) {
+    ibv_send_wr* bad = nullptr;
+    if (int rc = ibv_post_send(qp_, head, &bad); rc != 0) [[unlikely]]
+      return post_send_error(rc, bad);
+    return {};
+  }
+  conduit::Status post_recv_chain(ibv_recv_wr* head) {
+    ibv_recv_wr* bad = nullptr;
+    if (int rc = ibv_post_recv(qp_, head, &bad); rc != 0) [[unlikely]]
+      return post_recv_error(rc, bad);
+    return {};
+  }
+  [[gnu::cold, gnu::noinline]] conduit::Status post_send_error(int rc, const ibv_send_wr* bad) const;
+  [[gnu::cold, gnu::noinline]] conduit::Status post_recv_error(int rc, const ibv_recv_wr* bad) const;
 
   // Declared in creation order: the QP is destroyed (in the destructor body) before these.
   std::shared_ptr<ProtectionDomain> pd_;

@@ -172,6 +172,10 @@ class SignalTracker {
   uint32_t depth() const { return depth_; }
   uint32_t interval() const { return interval_; }
   uint32_t outstanding() const { return static_cast<uint32_t>(posted_ - freed_); }
+  // Sequence numbers: the next WR posted gets posted(); every WR with a number below
+  // completed() is done (its buffers may be reused).
+  uint64_t posted() const { return posted_; }
+  uint64_t completed() const { return freed_; }
   uint32_t available() const { return depth_ - outstanding(); }
   bool can_post(uint32_t n) const { return n <= available(); }
   // Signaled WRs whose completion has not been seen yet (bounds the CQ entries needed).

@@ -1,5 +1,6 @@
 #include "closer.h"
 
+#include "arena.h"
 #include "conduit/base/log.h"
 #include "ring/ring_cursor.h"
 #include "wr_ids.h"
@@ -74,7 +75,7 @@ void Closer::pump() {
   while (tx_.posted != tx_.head && t.can_post(1)) {
     const Extent e = RingGeometry(tx_.capacity).extents(tx_.posted, tx_.head - tx_.posted).first;
     const uint32_t len = static_cast<uint32_t>(e.len);
-    ibv_sge sge = res_->tx->sge(e.offset, len);
+    ibv_sge sge = sge_of(res_->tx, e.offset, len);
     SendWr wr = SendWr::write_imm(&sge, 1, tx_.addr + e.offset, tx_.rkey, len)
                     .id(make_wr_id(kWrData, 0))
                     .signaled()

@@ -171,13 +171,33 @@ Status RdmaConnection::setup_resources() {
   const uint32_t depth = std::min(static_cast<uint32_t>(options_.send_depth), qp->options().max_send_wr);
   r.tracker = std::make_unique<SignalTracker>(depth, std::max(1u, depth / 4));
 
+  // Memory from the loop's arena: in steady state nothing here registers anything.
+  arena_ = ctx_->arena_for(*r.pd);
+  if (arena_ == nullptr) return Status(Code::kInternal, "rdma: no arena for the protection domain");
+  scope_ = options_.scope == "mw"        ? Scope::kMw
+           : options_.scope == "private" ? Scope::kPrivate
+           : options_.scope == "shared"  ? Scope::kShared
+           : arena_->has_mw              ? Scope::kMw
+                                         : Scope::kPrivate;
   const size_t ctrl_bytes = static_cast<size_t>(ctrl_recv_slots() + kCtrlSendSlots) * kCtrlSize;
-  CONDUIT_ASSIGN_OR_RETURN(auto ctrl, RegisteredBuffer::create(r.pd, ctrl_bytes, kLocalOnly));
-  r.ctrl = std::make_unique<RegisteredBuffer>(std::move(ctrl));
-  CONDUIT_ASSIGN_OR_RETURN(auto rx, RegisteredBuffer::create(r.pd, options_.rx_buffer,
-                                                             Access::kLocalWrite | Access::kRemoteWrite));
-  r.rx = std::make_unique<RegisteredBuffer>(std::move(rx));
-  stats_.pinned_bytes = r.ctrl->size() + r.rx->size();  // + the staging mirror once the peer's size is known
+  auto ctrl = arena_->pool->allocate(ctrl_bytes);
+  if (!ctrl.ok()) return ctrl.status().annotate("rdma: control slots from the arena");
+  r.ctrl = std::move(*ctrl);
+  if (scope_ == Scope::kPrivate) {
+    CONDUIT_ASSIGN_OR_RETURN(auto rx, RegisteredBuffer::create(r.pd, options_.rx_buffer,
+                                                               Access::kLocalWrite | Access::kRemoteWrite));
+    r.rx_private = std::make_unique<RegisteredBuffer>(std::move(rx));
+    r.rx = memory::Slice::foreign(r.rx_private->data(), r.rx_private->size(), nullptr);
+    r.rx_rkey = r.rx_private->mr().rkey();
+  } else {
+    CONDUIT_ASSIGN_OR_RETURN(r.rx, arena_->allocate_rx(scope_, options_.rx_buffer));
+    if (scope_ == Scope::kMw) {
+      CONDUIT_ASSIGN_OR_RETURN(r.mw, MemoryWindow::create(r.pd));
+    } else {
+      r.rx_rkey = r.rx.keys(Arena::kDomain).rkey;
+    }
+  }
+  stats_.pinned_bytes = r.ctrl.capacity() + r.rx.capacity();  // + the staging mirror once the peer's size is known
   for (uint32_t i = 0; i < ctrl_recv_slots(); ++i) CONDUIT_RETURN_IF_ERROR(post_recv_slot(i));
   for (uint32_t i = 0; i < kCtrlSendSlots; ++i) free_ctrl_slots_.push_back(kCtrlSendSlots - 1 - i);
   CONDUIT_RETURN_IF_ERROR(arm_cq());
@@ -218,6 +238,7 @@ bool RdmaConnection::linger() {
   if (channel_watched_) (void)ctx_->loop().remove(res_->channel->fd());
   channel_watched_ = false;
   if (res_->srq_attached) res_->srq->orphan(res_->qpn);  // receives stay the pool's; the Closer reads none
+  stage_owned();
   Closer::Tx tx{tx_addr_, tx_rkey_, tx_.geometry().capacity(), tx_posted_, tx_.head()};
   auto closer = std::make_unique<Closer>(ctx_, std::move(res_), tx, peer_);
   Closer* raw = closer.get();
@@ -309,8 +330,14 @@ void RdmaConnection::on_cm_event(CmEvent& ev) {
     case RDMA_CM_EVENT_TIMEWAIT_EXIT:
       return;
     case RDMA_CM_EVENT_REJECTED:
-      fail(Status(Code::kUnavailable, "rdma connect to " + peer_ + ": rejected (no RDMA listener, or it is full)",
-                  DetailKind::kCmEvent, ev.status));
+      if (auto why = decode_refusal(ev.private_data)) {
+        fail(Status(Code::kResourceExhausted,
+                    "rdma connect to " + peer_ + ": refused by the listener: " + std::string(refusal_name(*why)),
+                    DetailKind::kCmEvent, ev.status));
+      } else {
+        fail(Status(Code::kUnavailable, "rdma connect to " + peer_ + ": rejected (no RDMA listener there)",
+                    DetailKind::kCmEvent, ev.status));
+      }
       return;
     case RDMA_CM_EVENT_DEVICE_REMOVAL:
       fail(Status(Code::kUnavailable, "rdma: device removed"));
@@ -327,7 +354,8 @@ void RdmaConnection::established() {
   local_ = res_->id->local_address().to_string();
   peer_ = res_->id->peer_address().to_string();
   last_rx_ns_ = monotonic_ns();
-  Status s = register_rx();
+  Status s = scope_ == Scope::kMw ? bind_rx_window() : Status();
+  if (s.ok()) s = register_rx();
   // A client asks for the server's features; a Valkey server answers 0.  The server side
   // never starts negotiation (Valkey clients may not send anything but RegisterXferMemory).
   if (s.ok() && client_side_ && options_.feature_mask != 0)
@@ -383,7 +411,7 @@ void RdmaConnection::check_keepalive() {
 
 Status RdmaConnection::post_recv_slot(uint32_t slot) {
   if (res_->srq) return {};  // the pool re-posts the slot once the completion has been handled
-  ibv_sge sge = res_->ctrl->sge(static_cast<size_t>(slot) * kCtrlSize, kCtrlSize);
+  ibv_sge sge = sge_of(res_->ctrl, static_cast<size_t>(slot) * kCtrlSize, kCtrlSize);
   RecvWr wr = RecvWr::make(&sge, 1, make_wr_id(kWrRecv, slot));
   return qp()->post_recv(wr);
 }
@@ -393,8 +421,8 @@ Status RdmaConnection::send_ctrl(const CtrlMsg& m) {
   if (free_ctrl_slots_.empty() || !t.can_post(1)) return Status(Code::kResourceExhausted, "rdma: control send queue full");
   const uint32_t slot = free_ctrl_slots_.back();
   const size_t offset = static_cast<size_t>(ctrl_recv_slots() + slot) * kCtrlSize;
-  m.encode(*reinterpret_cast<uint8_t(*)[kCtrlSize]>(res_->ctrl->data() + offset));
-  ibv_sge sge = res_->ctrl->sge(offset, kCtrlSize);
+  m.encode(*reinterpret_cast<uint8_t(*)[kCtrlSize]>(res_->ctrl.writable_data() + offset));
+  ibv_sge sge = sge_of(res_->ctrl, offset, kCtrlSize);
   // Control sends are always signaled (their completion frees the slot) and solicited (a
   // peer that negotiated kFeatureSolicited wakes for them; others ignore the bit).
   SendWr wr = SendWr::send(&sge, 1).id(make_wr_id(kWrCtrlSend, slot)).signaled().solicited();
@@ -404,10 +432,32 @@ Status RdmaConnection::send_ctrl(const CtrlMsg& m) {
   return {};
 }
 
+// scope=mw: binds the connection's window over its whole receive area (the area's own
+// region), remote write only, to this QP; the bind precedes the RegisterXferMemory that
+// carries its key on the same send queue, so the peer can never use the key before it holds.
+Status RdmaConnection::bind_rx_window() {
+  QpResources& r = *res_;
+  MemoryRegion* mr = arena_->rx_mw_registrar->find(r.rx.keys(Arena::kDomain).lkey);
+  if (mr == nullptr) return Status(Code::kInternal, "rdma: receive area has no region to bind a window over");
+  SignalTracker& t = *r.tracker;
+  if (!t.can_post(1)) return Status(Code::kResourceExhausted, "rdma: send queue full at setup");
+  const uint32_t rkey = r.mw->next_rkey();
+  SendWr wr = SendWr::bind_mw(r.mw->native_handle(), rkey, mr->native_handle(), mr->addr(), mr->size(),
+                              IBV_ACCESS_REMOTE_WRITE)
+                  .id(make_wr_id(kWrBind, 0))
+                  .signaled();
+  CONDUIT_RETURN_IF_ERROR(qp()->post_send(wr));
+  t.on_posted(true);
+  r.mw->bound(rkey);
+  r.rx_rkey = rkey;
+  return {};
+}
+
 Status RdmaConnection::register_rx() {
-  const RegisteredBuffer& rx = *res_->rx;
-  CONDUIT_RETURN_IF_ERROR(send_ctrl(CtrlMsg::register_xfer(rx.mr().addr(), static_cast<uint32_t>(rx.size()), rx.mr().rkey())));
-  rx_ = ConsumerCursor(RingGeometry(rx.size()));  // only once the message is on its way
+  const memory::Slice& rx = res_->rx;
+  const uint32_t len = static_cast<uint32_t>(options_.rx_buffer);
+  CONDUIT_RETURN_IF_ERROR(send_ctrl(CtrlMsg::register_xfer(rx.address(), len, res_->rx_rkey)));
+  rx_ = ConsumerCursor(RingGeometry(len));  // only once the message is on its way
   return {};
 }
 
@@ -442,11 +492,16 @@ Status RdmaConnection::handle_ctrl(const CtrlMsg& m) {
     case Opcode::kRegisterXferMemory: {
       if (tx_known_ && tx_unposted())
         return Status(Code::kProtocolError, "rdma: peer re-registered its buffer before receiving all data");
-      if (!res_->tx || res_->tx->size() != m.length) {
-        res_->tx.reset();
-        CONDUIT_ASSIGN_OR_RETURN(auto buf, RegisteredBuffer::create(res_->pd, m.length, kLocalOnly));
-        res_->tx = std::make_unique<RegisteredBuffer>(std::move(buf));
-        stats_.pinned_bytes = res_->ctrl->size() + res_->rx->size() + res_->tx->size();
+      if (res_->tx.capacity() < m.length) {
+        res_->tx = memory::Slice();
+        auto tx = arena_->pool->allocate(m.length);
+        if (!tx.ok())
+          return tx.status().would_block()
+                     ? Status(Code::kResourceExhausted, "rdma: the arena has no room for a " +
+                                                            std::to_string(m.length) + "-byte staging area")
+                     : tx.status();
+        res_->tx = std::move(*tx);
+        stats_.pinned_bytes = res_->ctrl.capacity() + res_->rx.capacity() + res_->tx.capacity();
       }
       tx_known_ = true;
       tx_addr_ = m.addr;
@@ -530,10 +585,13 @@ Status RdmaConnection::handle_completion(const Completion& wc) {
     case kWrCtrlSend:
       free_ctrl_slots_.push_back(wr_index(wc.wr_id));
       res_->tracker->on_signaled_completion();
+      release_sent();
       if (credit_blocked_) return_space();
       return {};
     case kWrData:
+    case kWrBind:
       res_->tracker->on_signaled_completion();
+      release_sent();
       if (credit_blocked_) return_space();
       return {};
   }

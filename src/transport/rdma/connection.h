@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <string>
@@ -53,6 +54,15 @@ class RdmaConnection final : public Connection, public reactor::FdHandler, publi
   Result<size_t> read(std::span<uint8_t> buf) override;
   Result<size_t> write(std::span<const uint8_t> data) override;
   Result<size_t> writev(std::span<const iovec> iov) override;
+  // In place: reserve() hands out the staging area the NIC sends from (no copy on our
+  // side), peek() the receive area the peer wrote into.  write_owned() posts slices of
+  // pool() straight from where they lie (other memory is copied into the staging area) and
+  // releases them when a completion covers their WR.  read_owned() copies (base class).
+  Result<std::span<uint8_t>> reserve(size_t min, size_t max) override;
+  Status commit(size_t n) override;
+  Result<std::span<const uint8_t>> peek() override;
+  Status consume(size_t n) override;
+  Result<size_t> write_owned(memory::Chain& chain) override;
   void set_read_handler(Handler h) override;
   void set_write_handler(Handler h) override;
   bool has_pending_data() const override { return read_handler_ != nullptr && readable(); }
@@ -66,6 +76,7 @@ class RdmaConnection final : public Connection, public reactor::FdHandler, publi
   Caps caps() const override;
   const ConnStats& stats() const override { return stats_; }
   reactor::EventLoop& loop() const override { return ctx_->loop(); }
+  memory::BlockPool* pool() const override { return arena_ ? arena_->pool.get() : nullptr; }
 
   // FdHandler: the completion channel.
   void on_events(uint32_t events) override;
@@ -117,11 +128,17 @@ class RdmaConnection final : public Connection, public reactor::FdHandler, publi
   // Receive slots in ctrl (0 with an SRQ: ctrl then holds only send slots).
   uint32_t ctrl_recv_slots() const { return res_->srq ? 0 : static_cast<uint32_t>(options_.recv_depth); }
   const uint8_t* recv_slot_data(uint32_t slot) const {
-    return res_->srq ? res_->srq->slot_data(slot) : res_->ctrl->data() + static_cast<size_t>(slot) * kCtrlSize;
+    return res_->srq ? res_->srq->slot_data(slot) : res_->ctrl.data() + static_cast<size_t>(slot) * kCtrlSize;
   }
   Status post_recv_slot(uint32_t slot);
   Status send_ctrl(const CtrlMsg& m);
   Status post_data(ring::Extent e, bool solicit);
+  Status post_owned(size_t index, bool solicit);
+  Status io_state();  // OK when data may flow now; the error read/write report otherwise
+  Status produced(size_t n);  // bytes added at tx_'s head: account and maybe flush
+  void release_sent();        // application slices whose WRs have completed
+  void stage_owned();         // copies unposted owned segments into the staging area
+  void consumed(size_t n);    // n bytes read from the receive area: account, return space
   Status flush(bool batch_end);
   void return_space();
   Status arm_cq();
@@ -132,6 +149,7 @@ class RdmaConnection final : public Connection, public reactor::FdHandler, publi
   Status handle_ctrl(const CtrlMsg& m);
   void on_features();
   Status register_rx();
+  Status bind_rx_window();
   Status cm_connect_params(bool accept);
   void established();
   void open();
@@ -158,6 +176,8 @@ class RdmaConnection final : public Connection, public reactor::FdHandler, publi
   uint8_t peer_responder_resources_ = 1;
 
   std::unique_ptr<QpResources> res_;
+  Arena* arena_ = nullptr;  // the loop context's, for this connection's PD
+  Scope scope_ = Scope::kMw;
   bool channel_watched_ = false;
   std::vector<uint32_t> free_ctrl_slots_;
 
@@ -176,6 +196,15 @@ class RdmaConnection final : public Connection, public reactor::FdHandler, publi
   uint32_t tx_rkey_ = 0;
   ring::ProducerCursor tx_{ring::RingGeometry(1)};
   uint64_t tx_posted_ = 0;
+  // write_owned: stretches of [tx_posted_, head) whose bytes are in an application slice
+  // rather than in the staging area, in position order.
+  struct OwnedSegment {
+    uint64_t pos;
+    memory::Slice slice;
+  };
+  std::deque<OwnedSegment> owned_;
+  size_t reserved_ = 0;  // bytes the last reserve() handed out
+  size_t peeked_ = 0;    // bytes the last peek() showed that are not consumed yet
   bool error_told_writer_ = false;
   bool unsolicited_tail_ = false;  // the last data WR went out without IBV_SEND_SOLICITED
   bool credit_blocked_ = false;    // a Credit is due but no control slot was free

@@ -47,7 +47,7 @@ bool RdmaConnection::busy_poll() {
 
 Status RdmaConnection::post_data(Extent e, bool solicit) {
   const uint32_t len = static_cast<uint32_t>(e.len);
-  ibv_sge sge = res_->tx->sge(e.offset, len);
+  ibv_sge sge = sge_of(res_->tx, e.offset, len);
   SignalTracker& t = *res_->tracker;
   const bool signal = t.must_signal();
   SendWr wr = SendWr::write_imm(len != 0 ? &sge : nullptr, len != 0 ? 1 : 0, tx_addr_ + e.offset, tx_rkey_, len)
@@ -87,8 +87,18 @@ Status RdmaConnection::flush(bool batch_end) {
       ensure_send_events();
       return Status::WouldBlock();  // a signaled completion will free room
     }
-    const Extents e = tx_.geometry().extents(tx_posted_, tx_.head() - tx_posted_);
-    const bool last = e.second.len == 0;
+    if (!owned_.empty() && owned_.front().pos == tx_posted_) {  // an application slice: from where it lies
+      const uint64_t len = owned_.front().slice.size();
+      const bool last = tx_posted_ + len == tx_.head();
+      CONDUIT_RETURN_IF_ERROR(post_owned(0, batch_end && last));
+      tx_posted_ += len;
+      owned_.pop_front();
+      unsolicited_tail_ = !(batch_end && last);
+      continue;
+    }
+    const uint64_t end = owned_.empty() ? tx_.head() : owned_.front().pos;  // staged bytes up to here
+    const Extents e = tx_.geometry().extents(tx_posted_, end - tx_posted_);
+    const bool last = e.second.len == 0 && end == tx_.head();
     CONDUIT_RETURN_IF_ERROR(post_data(e.first, batch_end && last));
     tx_posted_ += e.first.len;
     unsolicited_tail_ = !(batch_end && last);
@@ -96,7 +106,45 @@ Status RdmaConnection::flush(bool batch_end) {
   return {};
 }
 
-Result<size_t> RdmaConnection::writev(std::span<const iovec> iov) {
+// One WRITE_WITH_IMM from owned_[index]'s slice (registered in the arena: its own lkey)
+// to its place in the peer's ring; the slice is kept until a completion covers the WR.
+Status RdmaConnection::post_owned(size_t index, bool solicit) {
+  OwnedSegment& seg = owned_[index];
+  const uint32_t len = static_cast<uint32_t>(seg.slice.size());
+  ibv_sge sge = sge_of(seg.slice, 0, len);
+  SignalTracker& t = *res_->tracker;
+  const bool signal = t.must_signal();
+  const uint64_t seq = t.posted();
+  SendWr wr = SendWr::write_imm(&sge, 1, tx_addr_ + tx_.geometry().offset(seg.pos), tx_rkey_, len)
+                  .id(make_wr_id(kWrData, 0))
+                  .signaled(signal)
+                  .solicited(solicit);
+  if (Status s = qp()->post_send(wr); !s.ok()) {
+    fail(s);
+    return s;
+  }
+  t.on_posted(signal);
+  res_->sent_from.emplace_back(seq, std::move(seg.slice));
+  return {};
+}
+
+void RdmaConnection::release_sent() {
+  if (!res_) return;
+  const uint64_t done = res_->tracker->completed();
+  while (!res_->sent_from.empty() && res_->sent_from.front().first < done) res_->sent_from.pop_front();
+}
+
+// Before a Closer takes over (it posts from the staging area only): the unposted
+// application slices are copied to their places in the staging area.
+void RdmaConnection::stage_owned() {
+  for (OwnedSegment& seg : owned_) {
+    const uint64_t off = tx_.geometry().offset(seg.pos);
+    std::memcpy(res_->tx.writable_data() + off, seg.slice.data(), seg.slice.size());
+  }
+  owned_.clear();
+}
+
+Status RdmaConnection::io_state() {
   if (!live()) {
     if (phase_ == Phase::kFailed) return error_;
     if (phase_ == Phase::kClosed) return Status(Code::kClosed, "rdma: connection is closed");
@@ -107,6 +155,26 @@ Result<size_t> RdmaConnection::writev(std::span<const iovec> iov) {
     fail(Status(Code::kClosed, "rdma: write after the peer disconnected"));
     return error_;
   }
+  return {};
+}
+
+// `n` bytes were added at the producer's head (copied, built in place, or owned slices).
+// Small runs wait for the before-sleep hook so that many writes become one WR; a full
+// buffer or a large run goes out now (a full buffer ends the batch: the writer waits).
+Status RdmaConnection::produced(size_t n) {
+  stats_.bytes_written += n;
+  ++stats_.writes;
+  const bool full = tx_.free_space() == 0;
+  if (tx_.head() - tx_posted_ >= options_.flush_bytes || full) {
+    Status s = flush(full);
+    if (s.is_error()) return s;
+  }
+  ctx_->mark_pending(this);
+  return {};
+}
+
+Result<size_t> RdmaConnection::writev(std::span<const iovec> iov) {
+  CONDUIT_RETURN_IF_ERROR(io_state());
   size_t total = 0;
   // Until the peer has advertised its buffer (right after ESTABLISHED) nothing can be written.
   for (const iovec& v : tx_known_ ? iov : std::span<const iovec>()) {
@@ -114,7 +182,7 @@ Result<size_t> RdmaConnection::writev(std::span<const iovec> iov) {
     size_t left = v.iov_len;
     while (left != 0 && tx_.free_space() != 0) {  // an empty iovec may carry a null base
       const Extent e = tx_.writable(left).first;   // contiguous; wraps on the next round
-      std::memcpy(res_->tx->data() + e.offset, src, e.len);
+      std::memcpy(res_->tx.writable_data() + e.offset, src, e.len);
       tx_.produce(e.len);
       src += e.len;
       left -= e.len;
@@ -129,16 +197,55 @@ Result<size_t> RdmaConnection::writev(std::span<const iovec> iov) {
     ++stats_.write_would_block;
     return Status::WouldBlock();
   }
-  stats_.bytes_written += total;
-  ++stats_.writes;
-  // Small runs wait for the before-sleep hook so that many writes become one WR; a full
-  // buffer or a large run goes out now (a full buffer ends the batch: the writer waits).
-  const bool full = tx_.free_space() == 0;
-  if (tx_.head() - tx_posted_ >= options_.flush_bytes || full) {
-    Status s = flush(full);
-    if (s.is_error()) return s;
+  CONDUIT_RETURN_IF_ERROR(produced(total));
+  return total;
+}
+
+Result<std::span<uint8_t>> RdmaConnection::reserve(size_t min, size_t max) {
+  if (min == 0 || min > max) return Status(Code::kInvalidArgument, "reserve: need 0 < min <= max");
+  CONDUIT_RETURN_IF_ERROR(io_state());
+  // At most what is contiguous up to the end of the peer's ring can ever be offered here.
+  const uint64_t to_end = tx_known_ ? tx_.geometry().capacity() - tx_.geometry().offset(tx_.head()) : 0;
+  const Extent e = tx_known_ ? tx_.writable(max).first : Extent{};
+  if (e.len == 0 || e.len < std::min<uint64_t>(min, to_end)) {
+    ++stats_.write_would_block;
+    return Status::WouldBlock();
   }
-  ctx_->mark_pending(this);
+  reserved_ = e.len;
+  return std::span<uint8_t>(res_->tx.writable_data() + e.offset, e.len);
+}
+
+Status RdmaConnection::commit(size_t n) {
+  if (n == 0) return {};
+  if (n > reserved_) return Status(Code::kInvalidArgument, "commit: more than the last reserve() returned");
+  CONDUIT_RETURN_IF_ERROR(io_state());
+  reserved_ = 0;
+  tx_.produce(n);
+  return produced(n);
+}
+
+Result<size_t> RdmaConnection::write_owned(memory::Chain& chain) {
+  CONDUIT_RETURN_IF_ERROR(io_state());
+  if (chain.empty()) return size_t{0};
+  size_t total = 0;
+  while (tx_known_ && !chain.empty() && tx_.free_space() != 0) {
+    const memory::Slice& s = chain.front();
+    const Extent room = tx_.writable(s.size()).first;  // contiguous in the peer's ring
+    const size_t n = room.len;
+    if (s.owner() == arena_->pool.get() && s.registered(Arena::kDomain) && n >= options_.zero_copy_min) {
+      owned_.push_back(OwnedSegment{tx_.head(), s.sub(0, n)});
+    } else {
+      std::memcpy(res_->tx.writable_data() + room.offset, s.data(), n);
+    }
+    tx_.produce(n);
+    chain.consume(n);
+    total += n;
+  }
+  if (total == 0) {
+    ++stats_.write_would_block;
+    return Status::WouldBlock();
+  }
+  CONDUIT_RETURN_IF_ERROR(produced(total));
   return total;
 }
 
@@ -148,11 +255,7 @@ Result<size_t> RdmaConnection::write(std::span<const uint8_t> data) {
 }
 
 Result<size_t> RdmaConnection::read(std::span<uint8_t> buf) {
-  if (!live()) {
-    if (phase_ == Phase::kFailed) return error_;
-    if (phase_ == Phase::kClosed) return Status(Code::kClosed, "rdma: connection is closed");
-    return Status(Code::kInvalidArgument, "rdma: connection is still being set up");
-  }
+  if (!live()) return io_state();
   if (rx_.available() == 0) {
     if (phase_ == Phase::kPeerGone) {
       eof_delivered_ = true;
@@ -162,15 +265,42 @@ Result<size_t> RdmaConnection::read(std::span<uint8_t> buf) {
     return Status::WouldBlock();
   }
   const Extents e = rx_.readable(buf.size());
-  const uint8_t* rx = res_->rx->data();
+  const uint8_t* rx = res_->rx.data();
   std::memcpy(buf.data(), rx + e.first.offset, e.first.len);
   if (e.second.len != 0) std::memcpy(buf.data() + e.first.len, rx, e.second.len);
   const size_t n = e.total();
+  consumed(n);
+  return n;
+}
+
+Result<std::span<const uint8_t>> RdmaConnection::peek() {
+  if (!live()) return io_state();
+  if (rx_.available() == 0) {
+    if (phase_ == Phase::kPeerGone) {
+      eof_delivered_ = true;
+      return std::span<const uint8_t>();
+    }
+    ++stats_.read_would_block;
+    return Status::WouldBlock();
+  }
+  const Extent e = rx_.readable(rx_.available()).first;
+  peeked_ = e.len;
+  return std::span<const uint8_t>(res_->rx.data() + e.offset, e.len);
+}
+
+Status RdmaConnection::consume(size_t n) {
+  if (n == 0) return {};
+  if (n > peeked_) return Status(Code::kInvalidArgument, "consume: more than peek() returned");
+  peeked_ -= n;
+  consumed(n);
+  return {};
+}
+
+void RdmaConnection::consumed(size_t n) {
   rx_.consume(n);
   stats_.bytes_read += n;
   ++stats_.reads;
   return_space();
-  return n;
 }
 
 void RdmaConnection::deliver() {

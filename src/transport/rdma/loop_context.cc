@@ -86,8 +86,15 @@ Result<std::shared_ptr<ProtectionDomain>> LoopContext::pd_for(CmId& id) {
   auto it = pds_.find(dev->native_handle());
   if (it != pds_.end()) return it->second;
   CONDUIT_ASSIGN_OR_RETURN(auto pd, ProtectionDomain::create(dev));
+  CONDUIT_ASSIGN_OR_RETURN(auto arena, Arena::create(pd));
+  arenas_.emplace(pd.get(), std::move(arena));
   pds_.emplace(dev->native_handle(), pd);
   return pd;
+}
+
+Arena* LoopContext::arena_for(const ProtectionDomain& pd) {
+  auto it = arenas_.find(&pd);
+  return it == arenas_.end() ? nullptr : it->second.get();
 }
 
 Result<std::shared_ptr<SrqPool>> LoopContext::srq_for(const std::shared_ptr<ProtectionDomain>& pd, uint32_t depth) {
@@ -107,6 +114,20 @@ std::vector<SrqStats> LoopContext::srq_stats(EventLoop& loop) {
   auto* ctx = static_cast<LoopContext*>(loop.slot(&kSlotKey));
   if (ctx == nullptr) return out;
   for (auto& [key, pool] : ctx->srqs_) out.push_back(pool->stats());
+  return out;
+}
+
+std::vector<ArenaStats> LoopContext::arena_stats(EventLoop& loop) {
+  std::vector<ArenaStats> out;
+  auto* ctx = static_cast<LoopContext*>(loop.slot(&kSlotKey));
+  if (ctx == nullptr) return out;
+  for (auto& [pd, a] : ctx->arenas_) {
+    ArenaStats st;
+    st.device = std::string(a->pd->context()->name());
+    st.pool = a->pool->stats();
+    if (a->rx_mw) st.rx = a->rx_mw->stats();
+    out.push_back(std::move(st));
+  }
   return out;
 }
 

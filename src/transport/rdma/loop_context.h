@@ -18,6 +18,7 @@
 
 #include "conduit/reactor/event_loop.h"
 #include "conduit/verbs/verbs.h"
+#include "arena.h"
 #include "rdma.h"
 
 namespace conduit::transport::rdma {
@@ -49,10 +50,13 @@ class LoopContext final : public reactor::FdHandler {
   reactor::EventLoop& loop() { return loop_; }
   const std::shared_ptr<verbs::EventChannel>& channel() const { return channel_; }
   Result<std::shared_ptr<verbs::ProtectionDomain>> pd_for(verbs::CmId& id);
+  // The registered arena of `pd` (created with the PD; arena.h).
+  Arena* arena_for(const verbs::ProtectionDomain& pd);
   // The shared receive queue for srq=1 connections on `pd` (created on first use, kept
   // until the context goes).
   Result<std::shared_ptr<SrqPool>> srq_for(const std::shared_ptr<verbs::ProtectionDomain>& pd, uint32_t depth);
   static std::vector<SrqStats> srq_stats(reactor::EventLoop& loop);
+  static std::vector<ArenaStats> arena_stats(reactor::EventLoop& loop);
   void mark_pending(RdmaConnection* c) { pending_.insert(c); }
   void forget(RdmaConnection* c) { pending_.erase(c); }
 
@@ -68,6 +72,7 @@ class LoopContext final : public reactor::FdHandler {
   reactor::EventLoop& loop_;
   std::shared_ptr<verbs::EventChannel> channel_;
   std::map<ibv_context*, std::shared_ptr<verbs::ProtectionDomain>> pds_;
+  std::map<const verbs::ProtectionDomain*, std::unique_ptr<Arena>> arenas_;
   std::map<std::pair<verbs::ProtectionDomain*, uint32_t>, std::shared_ptr<SrqPool>> srqs_;
   std::set<RdmaConnection*> pending_;
   std::map<Closer*, std::unique_ptr<Closer>> closers_;

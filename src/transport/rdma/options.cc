@@ -30,6 +30,14 @@ Status parse_features(std::string_view what, std::string_view text, O& o) {
   return {};
 }
 
+Status parse_scope(std::string_view what, std::string_view text, O& o) {
+  if (text != "auto" && text != "mw" && text != "private" && text != "shared")
+    return Status(Code::kInvalidArgument, std::string(what) + "='" + std::string(text) +
+                                              "': expected auto, mw, private or shared");
+  o.scope = std::string(text);
+  return {};
+}
+
 Status parse_device(std::string_view, std::string_view text, O& o) {
   o.device = std::string(text);
   return {};
@@ -47,6 +55,9 @@ constexpr Row kRows[] = {
     Row::bytes_row("flush_bytes", "64K", 1, kMaxRxBuffer, &O::flush_bytes,
                    "a run of written bytes this large is posted at once; smaller writes are batched until the loop "
                    "is about to sleep"),
+    Row::bytes_row("zero_copy_min", "4K", 0, kMaxRxBuffer, &O::zero_copy_min,
+                   "`write_owned`: slices of `pool()` at least this large are RDMA-written from where they lie "
+                   "(one work request each); smaller ones are copied into the staging area and batched"),
     Row::custom_row("features", "all", parse_features, "`all`, `none`, mask",
                     "extensions to offer: bit 0 ring, bit 1 solicited (PROTOCOL.md); `none` behaves exactly like a "
                     "Valkey peer"),
@@ -83,6 +94,11 @@ constexpr Row kRows[] = {
     Row::number_row("rnr_retry", "7", 0, 7, &O::rnr_retry,
                     "receiver-not-ready retries; 7 = forever (a slow reader stalls the writer instead of failing "
                     "it; keepalives still bound dead-peer detection)"),
+    Row::custom_row("scope", "auto", parse_scope, "`auto`, `mw`, `private`, `shared`",
+                    "how a peer is kept to its own receive area: `mw` a type-2 memory window bound to the "
+                    "connection's QP over an arena area; `private` a registration of its own per connection "
+                    "(slow setup); `shared` the arena region's rkey (trusted peers only); `auto` = `mw` where "
+                    "the device has windows, else `private` (docs/MEMORY.md)"),
     Row::number_row("timeout", "17", 1, 31, &O::timeout,
                     "local ACK timeout exponent: 4.096 us * 2^timeout per try (17 = 537 ms, rdma_cm's own choice on "
                     "RoCE; with retry_cnt=7 a dead peer fails the QP after about 4 s of unacknowledged traffic)"),

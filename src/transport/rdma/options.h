@@ -19,6 +19,7 @@ struct RdmaOptions {
   uint64_t recv_depth = 256;
   uint64_t inline_bytes = 64;
   uint64_t flush_bytes = 64 * 1024;
+  uint64_t zero_copy_min = 4096;  // write_owned: smaller pool slices are copied
   uint64_t credit_bytes = 0;  // ring mode: return space in steps of this (0 = rx_buffer / 4)
   uint64_t keepalive_ms = 3000;
   uint64_t keepalive_timeout_ms = 10000;
@@ -34,6 +35,7 @@ struct RdmaOptions {
   uint64_t retry_cnt = 7;
   uint64_t rnr_retry = 7;
   uint64_t timeout = 17;
+  std::string scope = "auto";  // how a peer is kept to its own receive area (arena.h)
 
   // Derived by parse_options from `features`: the extension bits offered.
   uint64_t feature_mask = 0;

@@ -8,8 +8,10 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
+#include "conduit/memory/pool.h"
 #include "conduit/reactor/event_loop.h"
 #include "conduit/transport/connection.h"
 
@@ -27,5 +29,14 @@ struct SrqStats {
 };
 // The SRQs of `loop`'s RDMA context (empty if it has none).  Loop thread only.
 std::vector<SrqStats> srq_stats(reactor::EventLoop& loop);
+
+// Diagnostics: the registered arena of each device `loop`'s connections use (arena.h):
+// `pool` for control slots, staging and applications, `rx` for receive areas (scope=mw).
+struct ArenaStats {
+  std::string device;
+  memory::PoolStats pool;
+  memory::PoolStats rx;
+};
+std::vector<ArenaStats> arena_stats(reactor::EventLoop& loop);
 }  // namespace rdma
 }  // namespace conduit::transport

@@ -1,14 +1,18 @@
 // One rdma connection's verbs objects with a single owner.  Members are declared in
 // creation order, so destruction runs in reverse: the id (and its QP) first, then the
-// memory the QP used, then the CQ and its channel, then the SRQ pool and the PD.  A
+// window, then the memory the QP used (arena slices go back to the arena), then the CQ and
+// its channel, then the SRQ pool and the PD.  A
 // connection holds them while it runs, hands them to a Closer with one move when it
 // lingers, and releases them with one reset.
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <memory>
+#include <utility>
 
 #include "conduit/verbs/verbs.h"
+#include "conduit/memory/buffer.h"
 #include "srq_pool.h"
 
 namespace conduit::transport::rdma {
@@ -18,9 +22,15 @@ struct QpResources {
   std::shared_ptr<SrqPool> srq;  // srq=1: receives come from here (null otherwise)
   std::shared_ptr<verbs::CompletionChannel> channel;
   std::shared_ptr<verbs::CompletionQueue> cq;
-  std::unique_ptr<verbs::RegisteredBuffer> ctrl;  // receive slots (none with srq), then send slots
-  std::unique_ptr<verbs::RegisteredBuffer> rx;    // our receive buffer, written by the peer
-  std::unique_ptr<verbs::RegisteredBuffer> tx;    // staging, mirrors the peer's receive buffer
+  memory::Slice ctrl;  // arena: receive slots (none with srq), then send slots
+  std::unique_ptr<verbs::RegisteredBuffer> rx_private;  // scope=private: the receive area's own registration
+  memory::Slice rx;    // our receive area, written by the peer (arena, or a view of rx_private)
+  memory::Slice tx;    // arena: staging, mirrors the peer's receive buffer
+  // Application slices posted from (write_owned), with the tracker sequence of their WR:
+  // released once a completion covers it -- or with these resources, after the QP is gone.
+  std::deque<std::pair<uint64_t, memory::Slice>> sent_from;
+  std::unique_ptr<verbs::MemoryWindow> mw;  // scope=mw: the peer's only key to rx (freed before the QP)
+  uint32_t rx_rkey = 0;                     // what RegisterXferMemory advertises
   std::unique_ptr<verbs::CmId> id;
   std::unique_ptr<verbs::SignalTracker> tracker;
   uint32_t qpn = 0;           // the QP's number (the SRQ pool's key)
@@ -32,8 +42,11 @@ struct QpResources {
   QpResources& operator=(const QpResources&) = delete;
   ~QpResources() {
     if (id) id->set_user_data(nullptr);
-    // QP first: after that no completion of it can reach the pool's CQ, and the pool takes
-    // back the slots of those still queued.
+    // The window before its QP: a window bound to a QP holds a reference on it, and rxe's
+    // destroy_qp waits for every reference -- destroying the QP first hangs in the kernel.
+    mw.reset();
+    // Then the QP: after that no completion of it can reach the pool's CQ, and the pool
+    // takes back the slots of those still queued.
     id.reset();
     if (srq_attached) srq->detach(qpn);
   }

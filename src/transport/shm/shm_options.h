@@ -54,8 +54,10 @@ inline constexpr ShmOptionRow kShmOptions[] = {
                              "adaptive polling: after running out of work, spin on the rings for up to this "
                              "long before announcing sleep. The window tunes itself from the idle gaps seen: it "
                              "polls while traffic is recent and dense and turns itself off when the connection "
-                             "idles (`src/transport/poll/`). The connections of one loop spin together. 0 = "
-                             "pure event mode: announce sleep and block in epoll at once"),
+                             "idles (`src/transport/poll/`). The connections of one loop spin together. A spin "
+                             "that loses its CPU (more runnable threads than cores) stops polling for a "
+                             "cool-down of 1 ms, doubling to 1 s while that recurs. 0 = pure event mode: "
+                             "announce sleep and block in epoll at once"),
     ShmOptionRow::number_row("busy_poll_us", "0", 0, 1'000'000, &ShmOptions::busy_poll_us,
                              "fixed polling instead: spin this long without work before announcing sleep, "
                              "never tuned (trades a core for the wakeup: for dedicated cores). Non-zero "

@@ -1,0 +1,185 @@
+// rdma:// on the registered arena: steady-state setup registers nothing, a peer reaches
+// its own receive area and nothing else (scope=mw), zero-copy writes from pool slices arrive
+// byte for byte and their slices come back, and connections that come and go leak nothing.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <thread>
+
+#include "conduit/base/clock.h"
+#include "conduit/transport/connection.h"
+#include "raw_peer.h"
+#include "rdma/rdma.h"
+#include "rdma_env.h"
+#include "rdma_test_util.h"
+
+namespace conduit::transport {
+namespace {
+
+using namespace conduit::transport::testing;
+using reactor::EventLoop;
+
+class RdmaArena : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    CONDUIT_OPEN_DEVICE_OR_SKIP(ctx);
+    has_mw_ = (ctx->attr().device_cap_flags & IBV_DEVICE_MEM_WINDOW_TYPE_2B) != 0;
+    CONDUIT_REQUIRE_ADDR_OR_SKIP(a);
+    addr_ = a;
+  }
+  uint64_t registrations(EventLoop& loop) {
+    uint64_t n = 0;
+    for (const auto& a : rdma::arena_stats(loop)) n += a.pool.registrations + a.rx.registrations;
+    return n;
+  }
+  std::string addr_;
+  bool has_mw_ = false;
+};
+
+TEST_F(RdmaArena, SteadyStateSetupRegistersNothingAndLeaksNothing) {
+  auto l = EventLoop::create();
+  ASSERT_TRUE(l.ok());
+  EventLoop& loop = **l;
+  std::vector<std::unique_ptr<Connection>> accepted;
+  auto lst = listen(loop, "rdma://" + addr_ + ":0", [&](std::unique_ptr<Connection> c) { accepted.push_back(std::move(c)); });
+  ASSERT_TRUE(lst.ok()) << lst.status().to_string();
+  auto cycle = [&](int n) {
+    std::vector<std::unique_ptr<Connection>> clients;
+    int ok = 0;
+    for (int i = 0; i < n; ++i) {
+      auto c = connect(loop, (*lst)->url(), [&](Connection&, Status s) { ok += s.ok() ? 1 : 0; });
+      ASSERT_TRUE(c.ok());
+      clients.push_back(std::move(*c));
+    }
+    ASSERT_TRUE(run_until(loop, [&] { return ok == n && accepted.size() == static_cast<size_t>(n); }));
+    clients.clear();
+    accepted.clear();
+    run_until(loop, [] { return false; }, 300);  // let the closes finish
+  };
+  cycle(4);  // warm-up: the arena maps and registers its first regions
+  const uint64_t warm = registrations(loop);
+  EXPECT_GT(warm, 0u);
+  const auto before = rdma::arena_stats(loop);
+  for (int round = 0; round < 3; ++round) cycle(4);
+  EXPECT_EQ(registrations(loop), warm) << "connections set up in steady state registered memory";
+  const auto after = rdma::arena_stats(loop);
+  ASSERT_EQ(before.size(), after.size());
+  for (size_t i = 0; i < after.size(); ++i) {
+    EXPECT_EQ(after[i].pool.regions, before[i].pool.regions) << "regions grew: a leak";
+    EXPECT_EQ(after[i].rx.regions, before[i].rx.regions);
+    EXPECT_EQ(after[i].rx.bytes_in_use, 0u) << "receive areas still held after every connection closed";
+  }
+}
+
+// One raw peer, two connections A and B to the same server (same loop, same PD, one
+// arena): with A's QP it tries B's area with B's key, and just past its own area with its
+// own key.  Both must fail on the peer's side, and B and the well-behaved traffic go on.
+void try_cross_write(const std::string& addr, uint16_t port, Status* result_a_to_b, Status* result_past_end) {
+  RawPeer a, b;
+  Status s = a.connect(addr, port);
+  if (s.ok()) s = b.connect(addr, port);
+  if (!s.ok()) {
+    *result_a_to_b = *result_past_end = s;
+    return;
+  }
+  auto write_with = [](RawPeer& via, uint64_t remote, uint32_t rkey) -> Status {
+    ibv_sge sge = via.data->sge(0, 64);
+    SendWr wr = SendWr::write(&sge, 1, remote, rkey).signaled();
+    CONDUIT_RETURN_IF_ERROR(via.id->qp()->post_send(wr));
+    Completion wc[1];
+    const uint64_t deadline = monotonic_ns() + 5000 * kMs;
+    while (monotonic_ns() < deadline) {
+      CONDUIT_ASSIGN_OR_RETURN(int n, via.cq->poll(wc));
+      if (n == 1 && wc[0].opcode == IBV_WC_RDMA_WRITE) return wc[0].as_status();
+      if (n == 1 && !wc[0].ok()) return wc[0].as_status();
+    }
+    return Status(Code::kTimedOut, "no completion");
+  };
+  *result_a_to_b = write_with(a, b.server_xfer.addr, b.server_xfer.rkey);
+  *result_past_end = write_with(b, b.server_xfer.addr + (16u << 20), b.server_xfer.rkey);
+}
+
+TEST_F(RdmaArena, APeerReachesItsOwnAreaAndNothingElse) {
+  if (!has_mw_) GTEST_SKIP() << "no memory windows: scope=auto is private here";
+  auto p = make_pair(addr_, "", "");
+  ASSERT_TRUE(p.ok()) << p.status().to_string();
+  Pair& pair = **p;
+  std::vector<std::unique_ptr<Connection>> more;
+  auto lst = listen(*pair.loop, "rdma://" + addr_ + ":0", [&](std::unique_ptr<Connection> c) { more.push_back(std::move(c)); });
+  ASSERT_TRUE(lst.ok());
+  const uint16_t port = static_cast<uint16_t>(std::stoi((*lst)->url().substr((*lst)->url().rfind(':') + 1)));
+  Status a_to_b = Status(Code::kInProgress, ""), past_end = Status(Code::kInProgress, "");
+  std::atomic<bool> done{false};
+  std::thread t([&] {
+    try_cross_write(addr_, port, &a_to_b, &past_end);
+    done = true;
+  });
+  run_until(*pair.loop, [&] { return done.load(); }, 30000);
+  t.join();
+  EXPECT_EQ(a_to_b.detail(), IBV_WC_REM_ACCESS_ERR) << "A's QP wrote into B's area: " << a_to_b.to_string();
+  EXPECT_FALSE(past_end.ok()) << "a write past the end of the area was accepted";
+  // The first pair, on the same arena, still moves data byte for byte.
+  std::vector<uint8_t> data(1 << 20);
+  std::mt19937 rng(3);
+  for (auto& x : data) x = static_cast<uint8_t>(rng());
+  auto got = transfer(*pair.loop, *pair.client, *pair.server, data);
+  EXPECT_TRUE(got == data);
+}
+
+// Zero-copy send: pool slices of every size, straight from where they lie, both ways;
+// every slice comes back to the pool once its completion arrived.
+TEST_F(RdmaArena, OwnedWritesFromThePoolByteForByteAndReleased) {
+  for (const char* opts : {"", "?features=none"}) {
+    SCOPED_TRACE(std::string("options ") + opts);
+    auto p = make_pair(addr_, opts, opts);
+    ASSERT_TRUE(p.ok()) << p.status().to_string();
+    Pair& pair = **p;
+    memory::BlockPool* pool = pair.client->pool();
+    ASSERT_NE(pool, nullptr) << "rdma connections offer their arena";
+    const size_t in_use_before = pool->stats().bytes_in_use;
+    std::mt19937 rng(11);
+    for (Connection* from : {pair.client.get(), pair.server.get()}) {
+      Connection* to = from == pair.client.get() ? pair.server.get() : pair.client.get();
+      std::vector<uint8_t> expect;
+      memory::Chain chain;
+      for (size_t size : {size_t{1}, size_t{100}, size_t{4096}, size_t{65536}, size_t{1} << 20, size_t{3} << 20}) {
+        auto c = pool->allocate_chain(size, 256 << 10);
+        ASSERT_TRUE(c.ok()) << c.status().to_string();
+        for (size_t i = 0; i < c->count(); ++i) {
+          memory::Slice& s = c->slice(i);
+          for (size_t k = 0; k < s.size(); ++k) s.writable_data()[k] = static_cast<uint8_t>(rng());
+          expect.insert(expect.end(), s.data(), s.data() + s.size());
+        }
+        chain.append(std::move(*c));
+      }
+      std::vector<uint8_t> got;
+      std::vector<uint8_t> buf(1 << 16);
+      to->set_read_handler([&](Connection& c) {
+        for (;;) {
+          auto n = c.read(buf);
+          if (!n.ok() || *n == 0) break;
+          got.insert(got.end(), buf.begin(), buf.begin() + static_cast<std::ptrdiff_t>(*n));
+        }
+      });
+      auto pump = [&](Connection& c) {
+        while (!chain.empty()) {
+          auto n = c.write_owned(chain);
+          if (!n.ok()) break;
+        }
+        if (chain.empty()) c.set_write_handler(nullptr);
+      };
+      from->set_write_handler(pump);
+      pump(*from);
+      ASSERT_TRUE(run_until(*pair.loop, [&] { return got.size() >= expect.size(); }, 60000))
+          << got.size() << " of " << expect.size();
+      EXPECT_TRUE(got == expect) << "zero-copy bytes differ";
+      to->set_read_handler(nullptr);
+      from->set_write_handler(nullptr);
+    }
+    ASSERT_TRUE(run_until(*pair.loop, [&] { return pool->stats().bytes_in_use <= in_use_before; }, 10000))
+        << "handed-over slices not released: " << pool->stats().bytes_in_use << " vs " << in_use_before;
+  }
+}
+
+}  // namespace
+}  // namespace conduit::transport
