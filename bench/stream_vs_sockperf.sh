@@ -3,11 +3,16 @@
 #
 # Conduit's stream transports against the baselines a user would compare them with, all
 # measured in one run on this machine, on loopback only (127.0.0.1, shm:// names):
-#   ping-pong at 64 B, 1 KiB, 16 KiB   sockperf TCP  vs  conduit tcp, conduit shm (sleeping
-#                                      wake-ups) and conduit shm with busy_poll_us; sockperf
-#                                      also with -F epoll (the reactor's syscall pattern)
-#   streaming at 64 KiB and 1 MiB      conduit tcp and shm  vs  single-core memcpy of the
-#                                      same block size (conduit-bench memcpy)
+#   ping-pong at 64 B, 1 KiB, 16 KiB   sockperf TCP  vs  conduit tcp, conduit shm with its
+#                                      default options (adaptive polling), in pure event mode
+#                                      (poll_us=0: sleeping wake-ups) and with busy_poll_us;
+#                                      sockperf also with -F epoll (the reactor's syscall pattern)
+#   streaming at 64 KiB and 1 MiB      conduit tcp and shm (write/read: copies)  vs  single-core
+#                                      memcpy of the same block size; and conduit shm --inplace
+#                                      (the writer fills each message in the ring with
+#                                      reserve/commit, the reader checksums it in place with
+#                                      peek/consume)  vs  memcpy --touch (fill, copy, checksum on
+#                                      one core: the same work, as issue 10 asks)
 # Latency is one-way = RTT/2 for every tool: sockperf's ping-pong default (it prints
 # RTT/2 unless --full-rtt) and conduit-bench's "one_way" column.  Each cell is the median
 # over --reps runs; the tools alternate within each repetition so drift hits all alike.
@@ -17,9 +22,9 @@
 #
 # Targets, PASS/MISS per cell (a MISS never fails the script):
 #   conduit tcp one-way p50  <= 1.1 x sockperf TCP one-way p50          (each size)
-#   conduit shm 64 B one-way p50  <= 1 us with busy polling, <= 5 us sleeping
-#   conduit shm streaming  >= 50% of memcpy bandwidth at the same size  (each size)
-# Exits non-zero only when a run failed to produce a number.  Runtime about 3-4 minutes
+#   conduit shm 64 B one-way p50  <= 1 us with busy polling, <= 5 us sleeping (poll_us=0)
+#   conduit shm --inplace streaming  >= 50% of memcpy --touch at the same size  (each size)
+# Exits non-zero only when a run failed to produce a number.  Runtime about 4-6 minutes
 # with the defaults.
 #
 # Options (environment variables in brackets):
@@ -207,8 +212,9 @@ conduit_server() {  # conduit_server URL LOG: starts a one-session server; its p
 	fi
 }
 
-run_conduit() {  # run_conduit NAME URL TEST SIZES SECONDS REP
+run_conduit() {  # run_conduit NAME URL TEST SIZES SECONDS REP [CLIENT FLAGS...]
 	local name=$1 url=$2 test=$3 sizes=$4 secs=$5 rep=$6
+	shift 6
 	local json=$out/conduit-$name-$test-rep$rep.json srvlog=$out/conduit-$name-$test-rep$rep.server.log
 	if ! conduit_server "$url" "$srvlog"; then
 		note_failure "conduit-bench server $url (see $srvlog)"
@@ -217,7 +223,7 @@ run_conduit() {  # run_conduit NAME URL TEST SIZES SECONDS REP
 	local n_sizes
 	n_sizes=$(tr ',' '\n' <<<"$sizes" | wc -l)
 	if ! timeout $(((secs + 2) * n_sizes + 30)) "${cli_pin[@]}" "$bench" stream --client "$url" -t "$test" \
-		-s "$sizes" -D "$secs" -w 0.3 --json --no-progress >"$json" 2>"$json.stderr"; then
+		-s "$sizes" -D "$secs" -w 0.3 --json --no-progress "$@" >"$json" 2>"$json.stderr"; then
 		note_failure "conduit-bench $name $test (see $json.stderr)"
 	fi
 	local _
@@ -228,9 +234,11 @@ run_conduit() {  # run_conduit NAME URL TEST SIZES SECONDS REP
 	stop_server "$server_pid"
 }
 
-run_memcpy() {  # run_memcpy SIZE REP
-	local json=$out/memcpy-$1-rep$2.json
+run_memcpy() {  # run_memcpy SIZE REP: plain, then --touch
+	local json=$out/memcpy-$1-rep$2.json tjson=$out/memcpy-touch-$1-rep$2.json
 	"${cli_pin[@]}" "$bench" memcpy -s "$1" -D 1 --json >"$json" 2>&1 || note_failure "memcpy $1 (see $json)"
+	"${cli_pin[@]}" "$bench" memcpy -s "$1" -D 1 --touch --json >"$tjson" 2>&1 ||
+		note_failure "memcpy --touch $1 (see $tjson)"
 }
 
 # ---- extraction ----------------------------------------------------------------------------
@@ -286,8 +294,10 @@ for rep in $(seq "$reps"); do
 	echo "   ping-pong: conduit tcp"
 	run_conduit tcp "tcp://127.0.0.1:$(free_port)" pingpong "$pp_csv" "$seconds" "$rep"
 	if [[ $have_shm -eq 1 ]]; then
-		echo "   ping-pong: conduit shm (sleeping wake-ups)"
+		echo "   ping-pong: conduit shm (default options: adaptive polling)"
 		run_conduit shm "$(shm_name "pp-$rep")" pingpong "$pp_csv" "$seconds" "$rep"
+		echo "   ping-pong: conduit shm (poll_us=0: sleeping wake-ups)"
+		run_conduit shm_event "$(shm_name "ppe-$rep")?poll_us=0" pingpong "$pp_csv" "$seconds" "$rep"
 		echo "   ping-pong: conduit shm (busy_poll_us=$shm_busy_us)"
 		run_conduit shm_busy "$(shm_name "ppb-$rep")?busy_poll_us=$shm_busy_us" pingpong "$pp_csv" "$seconds" "$rep"
 	fi
@@ -296,6 +306,7 @@ for rep in $(seq "$reps"); do
 	run_conduit tcp "tcp://127.0.0.1:$(free_port)" stream "$st_csv" "$stream_seconds" "$rep"
 	if [[ $have_shm -eq 1 ]]; then
 		run_conduit shm "$(shm_name "st-$rep")" stream "$st_csv" "$stream_seconds" "$rep"
+		run_conduit shm_inplace "$(shm_name "sti-$rep")" stream "$st_csv" "$stream_seconds" "$rep" --inplace
 	fi
 done
 for p in "${servers[@]}"; do stop_server "$p"; done
@@ -310,58 +321,66 @@ scale() { if [[ $1 == n/a ]]; then echo "n/a"; else awk -v v="$1" -v k="$2" 'BEG
 ratio() { if [[ $1 == n/a || $2 == n/a ]]; then echo "n/a"; else awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; fi; }
 
 tsv=$out/summary.tsv
-printf "kind\tsize\tsockperf_tcp_p50_us\tconduit_tcp_p50_us\tconduit_shm_p50_us\tconduit_shm_busy_p50_us\tsockperf_tcp_p99_us\tconduit_tcp_p99_us\tconduit_shm_p99_us\tconduit_shm_busy_p99_us\tsockperf_tcp_epoll_p50_us\n" >"$tsv"
+printf "kind\tsize\tsockperf_tcp_p50_us\tconduit_tcp_p50_us\tconduit_shm_p50_us\tconduit_shm_busy_p50_us\tsockperf_tcp_p99_us\tconduit_tcp_p99_us\tconduit_shm_p99_us\tconduit_shm_busy_p99_us\tsockperf_tcp_epoll_p50_us\tconduit_shm_event_p50_us\tconduit_shm_event_p99_us\n" >"$tsv"
 summary=$out/summary.txt
 {
 	echo
 	echo "Ping-pong latency, one-way = RTT/2 (sockperf's convention), usec, median of $reps runs"
-	printf "%-7s | %9s %9s | %9s %7s %5s %7s | %9s %5s | %9s %5s\n" "" "sockperf" "sockperf" "conduit" "" "" "ratio" \
-		"conduit" "" "conduit" ""
-	printf "%-7s | %9s %9s | %9s %7s %5s %7s | %9s %5s | %9s %5s\n" "size" "tcp p50" "epoll p50" "tcp p50" "ratio" \
-		"<=1.1" "/epoll" "shm p50" "" "shm-busy" ""
+	printf "%-7s | %9s %9s | %9s %7s %5s %7s | %9s | %9s %5s | %9s %5s\n" "" "sockperf" "sockperf" "conduit" "" "" \
+		"ratio" "conduit" "conduit" "" "conduit" ""
+	printf "%-7s | %9s %9s | %9s %7s %5s %7s | %9s | %9s %5s | %9s %5s\n" "size" "tcp p50" "epoll p50" "tcp p50" \
+		"ratio" "<=1.1" "/epoll" "shm p50" "shm-event" "" "shm-busy" ""
 	for s in "${PP_SIZES[@]}"; do
 		sp=$(for r in $(seq "$reps"); do sockperf_p50 "$out/sockperf-tcp-$s-rep$r.log"; done | median)
 		sp99=$(for r in $(seq "$reps"); do sockperf_p99 "$out/sockperf-tcp-$s-rep$r.log"; done | median)
 		se=$(for r in $(seq "$reps"); do sockperf_p50 "$out/sockperf-tcp-epoll-$s-rep$r.log"; done | median)
 		ct=$(for r in $(seq "$reps"); do conduit_lat "$out/conduit-tcp-pingpong-rep$r.json" "$s" p50; done | median)
 		ct99=$(for r in $(seq "$reps"); do conduit_lat "$out/conduit-tcp-pingpong-rep$r.json" "$s" p99; done | median)
-		cs=n/a cs99=n/a cb=n/a cb99=n/a
+		cs=n/a cs99=n/a cb=n/a cb99=n/a ce=n/a ce99=n/a
 		if [[ $have_shm -eq 1 ]]; then
 			cs=$(for r in $(seq "$reps"); do conduit_lat "$out/conduit-shm-pingpong-rep$r.json" "$s" p50; done | median)
 			cs99=$(for r in $(seq "$reps"); do conduit_lat "$out/conduit-shm-pingpong-rep$r.json" "$s" p99; done | median)
 			cb=$(for r in $(seq "$reps"); do conduit_lat "$out/conduit-shm_busy-pingpong-rep$r.json" "$s" p50; done | median)
 			cb99=$(for r in $(seq "$reps"); do conduit_lat "$out/conduit-shm_busy-pingpong-rep$r.json" "$s" p99; done | median)
+			ce=$(for r in $(seq "$reps"); do conduit_lat "$out/conduit-shm_event-pingpong-rep$r.json" "$s" p50; done | median)
+			ce99=$(for r in $(seq "$reps"); do conduit_lat "$out/conduit-shm_event-pingpong-rep$r.json" "$s" p99; done | median)
 		fi
 		sp_limit=$(scale "$sp" 1.1)
 		shm_v="" busy_v=""
 		if [[ $s -eq 64 ]]; then
-			shm_v=$(verdict "$cs" "<=" 5)
+			shm_v=$(verdict "$ce" "<=" 5)
 			busy_v=$(verdict "$cb" "<=" 1)
 		fi
-		printf "%-7s | %9s %9s | %9s %7s %5s %7s | %9s %5s | %9s %5s\n" "$s" "$sp" "$se" "$ct" "$(ratio "$ct" "$sp")" \
-			"$(verdict "$ct" "<=" "$sp_limit")" "$(ratio "$ct" "$se")" "$cs" "$shm_v" "$cb" "$busy_v"
-		printf "pingpong\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n" "$s" "$sp" "$ct" "$cs" "$cb" "$sp99" "$ct99" \
-			"$cs99" "$cb99" "$se" >>"$tsv"
+		printf "%-7s | %9s %9s | %9s %7s %5s %7s | %9s | %9s %5s | %9s %5s\n" "$s" "$sp" "$se" "$ct" \
+			"$(ratio "$ct" "$sp")" "$(verdict "$ct" "<=" "$sp_limit")" "$(ratio "$ct" "$se")" "$cs" "$ce" "$shm_v" "$cb" "$busy_v"
+		printf "pingpong\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n" "$s" "$sp" "$ct" "$cs" "$cb" "$sp99" \
+			"$ct99" "$cs99" "$cb99" "$se" "$ce" "$ce99" >>"$tsv"
 	done
-	echo "  targets: tcp p50 <= 1.1 x sockperf (default mode); shm 64 B p50 <= 5 us (sleeping), <= 1 us"
-	echo "  (busy_poll_us=$shm_busy_us).  'epoll' = sockperf with both sides on epoll (-F e), information only."
+	echo "  targets: tcp p50 <= 1.1 x sockperf (default mode); shm 64 B p50 <= 5 us (shm-event: poll_us=0,"
+	echo "  sleeping), <= 1 us (busy_poll_us=$shm_busy_us).  'shm' = default options (adaptive polling) and"
+	echo "  'epoll' = sockperf with both sides on epoll (-F e): information only."
 	echo "  p99 (one-way, usec) is in summary.tsv; every run's raw output is beside it"
 	echo
 	echo "Streaming, MB/s = 2^20 bytes/s, median of $reps runs; ratio = x single-core memcpy of the same size"
-	printf "%-8s | %10s | %10s %6s | %10s %6s %5s\n" "size" "memcpy" "conduit" "" "conduit" "" ">=0.5"
-	printf "%-8s | %10s | %10s %6s | %10s %6s %5s\n" "" "1 core" "tcp" "ratio" "shm" "ratio" ""
-	printf "kind\tsize\tmemcpy_mb_s\tconduit_tcp_mb_s\tconduit_shm_mb_s\n" >>"$tsv"
+	echo "(copying paths against plain memcpy; shm --inplace against memcpy --touch: fill, copy, checksum)"
+	printf "%-8s | %9s | %9s %6s | %9s %6s | %9s | %9s %6s %5s\n" "size" "memcpy" "conduit" "" "conduit" "" \
+		"memcpy" "conduit" "" ">=0.5"
+	printf "%-8s | %9s | %9s %6s | %9s %6s | %9s | %9s %6s %5s\n" "" "1 core" "tcp" "ratio" "shm" "ratio" \
+		"--touch" "inplace" "ratio" ""
+	printf "kind\tsize\tmemcpy_mb_s\tconduit_tcp_mb_s\tconduit_shm_mb_s\tmemcpy_touch_mb_s\tconduit_shm_inplace_mb_s\n" >>"$tsv"
 	for s in "${ST_SIZES[@]}"; do
 		mc=$(for r in $(seq "$reps"); do memcpy_bw "$out/memcpy-$s-rep$r.json"; done | median)
+		mt=$(for r in $(seq "$reps"); do memcpy_bw "$out/memcpy-touch-$s-rep$r.json"; done | median)
 		bt=$(for r in $(seq "$reps"); do conduit_bw "$out/conduit-tcp-stream-rep$r.json" "$s"; done | median)
-		bs=n/a
+		bs=n/a bi=n/a
 		if [[ $have_shm -eq 1 ]]; then
 			bs=$(for r in $(seq "$reps"); do conduit_bw "$out/conduit-shm-stream-rep$r.json" "$s"; done | median)
+			bi=$(for r in $(seq "$reps"); do conduit_bw "$out/conduit-shm_inplace-stream-rep$r.json" "$s"; done | median)
 		fi
-		half=$(scale "$mc" 0.5)
-		printf "%-8s | %10s | %10s %6s | %10s %6s %5s\n" "$s" "$mc" "$bt" "$(ratio "$bt" "$mc")" "$bs" \
-			"$(ratio "$bs" "$mc")" "$(verdict "$bs" ">=" "$half")"
-		printf "stream\t%s\t%s\t%s\t%s\n" "$s" "$mc" "$bt" "$bs" >>"$tsv"
+		half=$(scale "$mt" 0.5)
+		printf "%-8s | %9s | %9s %6s | %9s %6s | %9s | %9s %6s %5s\n" "$s" "$mc" "$bt" "$(ratio "$bt" "$mc")" "$bs" \
+			"$(ratio "$bs" "$mc")" "$mt" "$bi" "$(ratio "$bi" "$mt")" "$(verdict "$bi" ">=" "$half")"
+		printf "stream\t%s\t%s\t%s\t%s\t%s\t%s\n" "$s" "$mc" "$bt" "$bs" "$mt" "$bi" >>"$tsv"
 	done
 	[[ $have_shm -eq 1 ]] || echo "  shm: not registered in this conduit-bench build; its cells are n/a"
 	echo
@@ -386,7 +405,8 @@ set yrange [0.1:*]
 plot "$out/pingpong.dat" using 3:xtic(2) title "sockperf tcp", \
      "" using 11 title "sockperf tcp (-F epoll)", \
      "" using 4 title "conduit tcp", \
-     "" using 5 title "conduit shm", \
+     "" using 5 title "conduit shm (adaptive polling)", \
+     "" using 12 title "conduit shm (poll_us=0)", \
      "" using 6 title "conduit shm busy-poll"
 EOF
 		echo "plot: $out/pingpong_p50.png"

@@ -13,6 +13,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -62,14 +63,20 @@ inline const std::string& test_dir() {
 }
 
 
-// Mappings of shared regions in this process (each connection end maps one).
+// Shared regions mapped in this process (each connection end maps one).  A region is
+// mapped mirrored, in three VMAs (shm_region.h); exactly one of them starts at file offset
+// 0, so that is the one counted.
 inline int count_shm_mappings() {
   FILE* f = fopen("/proc/self/maps", "r");
   if (f == nullptr) return -1;
   int n = 0;
   char line[512];
-  while (fgets(line, sizeof line, f) != nullptr)
-    if (std::strstr(line, "conduit-shm") != nullptr) ++n;
+  while (fgets(line, sizeof line, f) != nullptr) {
+    if (std::strstr(line, "conduit-shm") == nullptr) continue;
+    char range[128], perms[8];
+    unsigned long long offset = 1;
+    if (std::sscanf(line, "%127s %7s %llx", range, perms, &offset) == 3 && offset == 0) ++n;
+  }
   fclose(f);
   return n;
 }

@@ -12,8 +12,10 @@
 #include "conduit/base/clock.h"
 #include "conduit/transport/endpoint.h"
 #include "options.h"
+#include "protocol.h"
 #include "report.h"
 #include "session.h"
+#include "touch.h"
 
 namespace conduit::bench {
 namespace {
@@ -132,19 +134,35 @@ Status run_memcpy(const Options& o) {
   const uint64_t t0 = monotonic_ns();
   const uint64_t end = t0 + static_cast<uint64_t>(o.duration_s * 1e9);
   uint64_t copies = 0, now = t0;
+  uint64_t bad = 0;
   do {
     for (uint64_t i = 0; i < batch; ++i) {
-      std::memcpy(dst, src, n);
+      if (o.touch) {  // what a touching stream's two ends do, on this one core
+        const uint8_t v = fill_value(copies + i);
+        fill_message(src, 0, n, v, kMoreFlag);
+        std::memcpy(dst, src, n);
+        Checksum sum;
+        sum.add(dst, n);
+        bad += sum.value() != expected_checksum(n, v, kMoreFlag);
+      } else {
+        std::memcpy(dst, src, n);
+      }
       __asm__ __volatile__("" : : "r"(dst), "r"(src) : "memory");  // the copy is observable
     }
     copies += batch;
     now = monotonic_ns();
   } while (now < end);
+  if (bad != 0) {
+    std::free(src);
+    std::free(dst);
+    return Status(Code::kInternal, "memcpy --touch: " + std::to_string(bad) + " checksums did not match");
+  }
   MemcpyResult r;
   r.size = n;
   r.copies = copies;
   r.seconds = static_cast<double>(now - t0) / 1e9;
   r.mib_per_s = static_cast<double>(n) * static_cast<double>(copies) / r.seconds / 1048576.0;
+  r.touch = o.touch;
   std::free(src);
   std::free(dst);
   print_memcpy(o, r);

@@ -137,6 +137,19 @@ std::optional<int> parse_options(int argc, char** argv, Options* out) {
   stream->add_option("--max-samples", o.max_samples, "Round trips kept per size for percentiles (1000 .. 10^8)")
       ->check(tools::in_range(uint64_t{1000}, uint64_t{100'000'000}))
       ->capture_default_str();
+  auto* touch = stream->add_flag("--touch", o.touch,
+                                 "stream: the client fills every message before writing it and the server "
+                                 "checksums every message it reads (and checks the sum)");
+  auto* inplace = stream->add_flag("--inplace", o.inplace,
+                                   "stream: the same work done in the connection's own buffers: the client "
+                                   "fills each message in space from reserve()/commit(), the server checksums "
+                                   "it where peek() shows it (shm: in the ring itself; implies --touch)");
+  std::string chunk_text = "64K";
+  auto* chunk = stream->add_option("--inplace-chunk", chunk_text,
+                                   "--inplace: the most the client fills per reserve()/commit(), 4K .. 64M (a "
+                                   "large message is committed in pieces so the server can start on it)")
+                    ->capture_default_str()
+                    ->check(tools::size_in_range(4096, kMaxMessage));
   stream->add_flag("--json", o.json, "Print one JSON object on stdout instead of tables");
   auto* pr = stream->add_flag("--progress", progress, "Show progress on stderr even when it is not a terminal");
   stream->add_flag("--no-progress", no_progress, "Never show progress")->excludes(pr);
@@ -153,6 +166,9 @@ std::optional<int> parse_options(int argc, char** argv, Options* out) {
       ->check(tools::in_range(0.01, 600.0))
       ->capture_default_str();
   mc->add_option("--cpu", o.cpu, "Pin to this CPU")->check(tools::in_range(0, 4095));
+  mc->add_flag("--touch", o.touch,
+               "Also fill the source block before each copy and checksum the destination after it: the "
+               "work of `stream --touch/--inplace`, done on one core");
   mc->add_flag("--json", o.json, "Print one JSON object on stdout");
 
   // ---- transports
@@ -181,6 +197,13 @@ std::optional<int> parse_options(int argc, char** argv, Options* out) {
       if (timeout->count() > 0) o.client_wait_s = o.timeout_s;
       if (o.role == Role::kServer && (iters->count() > 0 || dur->count() > 0 || !sizes_text.empty()))
         throw CLI::ValidationError("--server", "the client decides sizes, duration and iterations");
+      if ((touch->count() > 0 || inplace->count() > 0) && o.role == Role::kServer)
+        throw CLI::ValidationError("--server", "the client decides --touch and --inplace");
+      if ((touch->count() > 0 || inplace->count() > 0) && o.test != StreamTest::kStream)
+        throw CLI::ValidationError("--touch/--inplace", "apply to -t stream only");
+      if (chunk->count() > 0 && !o.inplace) throw CLI::ValidationError("--inplace-chunk", "needs --inplace");
+      (void)parse_size(chunk_text, &o.inplace_chunk);
+      if (o.inplace) o.touch = true;
       o.progress = !no_progress && (progress || ::isatty(STDERR_FILENO) == 1) && o.role != Role::kServer;
     } else if (mc->parsed()) {
       o.command = Command::kMemcpy;

@@ -31,8 +31,13 @@ struct Options {
   int cpu = -1;                 // pin the client (or the server process) to this CPU
   int server_cpu = -1;          // loopback: pin the server thread
   uint64_t max_samples = 5'000'000;  // ping-pong samples kept per size (memory bound)
+  // stream test: the writer fills every message and the reader checksums it (touch.h);
+  // inplace does both in the connection's own buffers (reserve/commit, peek/consume).
+  bool touch = false;
+  bool inplace = false;  // implies touch
+  uint64_t inplace_chunk = 64 << 10;  // --inplace: most bytes per reserve()/commit()
 
-  // memcpy
+  // memcpy (touch: fill the source, copy, checksum the destination, as a touching stream does)
   uint64_t copy_size = 64 << 10;
 
   bool json = false;

@@ -15,7 +15,7 @@
 //   off  0  u32 magic    kMagic ("CDBN")
 //   off  4  u8  version  kVersion
 //   off  5  u8  op       Op
-//   off  6  u16 flags    0
+//   off  6  u16 flags    Stream: kStreamTouch | kStreamInPlace; else 0
 //   off  8  u32 size     Hello: largest message the client will send; phases: message size
 //   off 12  u32 reserved 0
 //   off 16  u64 value    StreamAck: payload bytes received in the phase; else 0
@@ -37,10 +37,17 @@ enum class Op : uint8_t { kHello = 1, kPingPong = 2, kStream = 3, kStreamAck = 4
 inline constexpr uint8_t kMoreFlag = 0;
 inline constexpr uint8_t kLastFlag = 1;
 
+// Stream phase flags.  Touch: messages are filled as touch.h says, and the server checksums
+// each one and ends the session on a mismatch.  In place: the server reads with
+// peek()/consume() (the client chose reserve()/commit()).
+inline constexpr uint16_t kStreamTouch = 1;
+inline constexpr uint16_t kStreamInPlace = 2;
+
 struct Header {
   Op op = Op::kHello;
   uint32_t size = 0;
   uint64_t value = 0;
+  uint16_t flags = 0;
 };
 
 void encode(const Header& h, uint8_t out[kHeaderBytes]);

@@ -97,6 +97,11 @@ void Reporter::begin(const RunInfo& info) {
   if (opts_.iters > 0) std::printf(" or %" PRIu64 " %s, whichever first", opts_.iters, pp ? "round trips" : "messages");
   std::printf("\n");
   if (opts_.busy_poll_us > 0) std::printf(" Loop busy poll  : %u us\n", opts_.busy_poll_us);
+  if (opts_.inplace)
+    std::printf(" Work            : client fills each message in reserve()d space, server checksums it in\n"
+                "                   place with peek()/consume() (--inplace)\n");
+  else if (opts_.touch)
+    std::printf(" Work            : client fills each message, server checksums what it reads (--touch)\n");
   if (pp) {
     std::printf(" Latency         : usec; RTT = one full round trip as measured;\n"
                 "                   one-way = RTT/2 (sockperf ping-pong's convention)\n"
@@ -143,7 +148,8 @@ void Reporter::end() {
                   ",\"url\":" + json_string(info_.url) + ",\"transport\":" + json_string(info_.transport) +
                   ",\"connection\":" + json_string(info_.peer) + ",\"warmup_s\":" + json_number(opts_.warmup_s) +
                   ",\"duration_s\":" + json_number(opts_.duration_s) + ",\"iters\":" + std::to_string(opts_.iters) +
-                  ",\"busy_poll_us\":" + std::to_string(opts_.busy_poll_us);
+                  ",\"busy_poll_us\":" + std::to_string(opts_.busy_poll_us) +
+                  ",\"touch\":" + (opts_.touch ? "true" : "false") + ",\"inplace\":" + (opts_.inplace ? "true" : "false");
   if (opts_.test == StreamTest::kPingPong) {
     s += ",\"latency_units\":\"usec\",\"one_way\":\"rtt/2 (sockperf convention)\","
          "\"percentiles\":\"nearest-rank\",\"results\":[";
@@ -172,13 +178,16 @@ void Reporter::end() {
 void print_memcpy(const Options& opts, const MemcpyResult& r) {
   if (opts.json) {
     std::printf("{\"tool\":\"conduit-bench\",\"command\":\"memcpy\",\"size\":%" PRIu64 ",\"copies\":%" PRIu64
-                ",\"seconds\":%s,\"mb_per_s\":%s,\"bandwidth_units\":\"MB/s = 2^20 bytes/s\"}\n",
-                r.size, r.copies, json_number(r.seconds).c_str(), json_number(r.mib_per_s).c_str());
+                ",\"seconds\":%s,\"mb_per_s\":%s,\"touch\":%s,\"bandwidth_units\":\"MB/s = 2^20 bytes/s\"}\n",
+                r.size, r.copies, json_number(r.seconds).c_str(), json_number(r.mib_per_s).c_str(),
+                r.touch ? "true" : "false");
     return;
   }
   std::printf("%s", kLine);
   std::printf("                Single-core memcpy (conduit-bench)\n");
   std::printf(" Units           : MB/s = 2^20 bytes/s copied (one source block -> one destination block)\n");
+  if (r.touch)
+    std::printf(" Work per copy   : fill the source, copy, checksum the destination (--touch)\n");
   std::printf("%s", kLine);
   std::printf(" %-9s %-12s %9s %12s\n", "#bytes", "#copies", "seconds", "MB/s");
   std::printf(" %-9" PRIu64 " %-12" PRIu64 " %9.3f %12.2f\n", r.size, r.copies, r.seconds, r.mib_per_s);

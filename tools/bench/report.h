@@ -42,6 +42,7 @@ struct MemcpyResult {
   uint64_t copies = 0;
   double seconds = 0;
   double mib_per_s = 0;
+  bool touch = false;  // each copy also filled the source and checksummed the destination
 };
 
 // Sorts `rtt_ns` and summarizes it (RTT and one-way).

@@ -6,11 +6,20 @@
 
 #include "conduit/base/clock.h"
 #include "protocol.h"
+#include "touch.h"
 
 namespace conduit::bench {
 
 using transport::Connection;
 using transport::ConnState;
+
+namespace {
+// --inplace: the client asks for at least this much (or the rest of the message) per
+// reserve(), so that a nearly full ring is not filled in slivers.  The most it takes per
+// reserve()/commit() is --inplace-chunk, so that the server can start on a large message
+// before it is complete.
+constexpr size_t kInPlaceMin = 4096;
+}  // namespace
 
 std::atomic<uint64_t>& server_wakeups() {
   static std::atomic<uint64_t> n{0};
@@ -49,6 +58,10 @@ class ServerSession {
       if (!out_.empty()) {  // back-pressure: no new input until our output drained
         conn_->set_read_handler(nullptr);
         return;
+      }
+      if (state_ == State::kStream && (stream_flags_ & kStreamInPlace) != 0) {
+        if (!read_in_place()) return;
+        continue;
       }
       uint8_t* dst = nullptr;
       size_t want = 0;
@@ -89,11 +102,44 @@ class ServerSession {
             return;
           }
           break;
-        case State::kStream:
-          consume_stream(dst, n);
+        case State::kStream: {
+          const size_t used = consume_stream(dst, n);
+          if (!ended_ && state_ == State::kHeader && used != n)
+            return end(Status(Code::kProtocolError, "client sent past the last message before the ack"));
+          if (!ended_ && state_ == State::kHeader) send_ack();
           break;
+        }
       }
     }
+  }
+
+  // One peek()/consume() step of an in-place stream phase; false when the handler should
+  // return (nothing more now, or the session ended).
+  bool read_in_place() {
+    Result<std::span<const uint8_t>> r = conn_->peek();
+    if (!r.ok()) {
+      if (!r.status().would_block()) end(r.status());
+      return false;
+    }
+    if (r->empty()) {
+      end(Status(Code::kProtocolError, "client closed in the middle of a phase"));
+      return false;
+    }
+    ++*activity_;
+    const size_t used = consume_stream(r->data(), r->size());
+    if (ended_) return false;
+    if (Status st = conn_->consume(used); !st.ok()) {
+      end(st);
+      return false;
+    }
+    if (state_ == State::kHeader) {
+      if (used != r->size()) {
+        end(Status(Code::kProtocolError, "client sent past the last message before the ack"));
+        return false;
+      }
+      send_ack();
+    }
+    return true;
   }
 
   void on_header() {
@@ -118,6 +164,9 @@ class ServerSession {
         msg_got_ = 0;
         msg_off_ = 0;
         phase_bytes_ = 0;
+        stream_flags_ = h->op == Op::kStream ? h->flags : 0;
+        msg_index_ = 0;
+        cksum_.reset();
         state_ = h->op == Op::kPingPong ? State::kPing : State::kStream;
         return;
       case Op::kBye:
@@ -127,24 +176,40 @@ class ServerSession {
     }
   }
 
-  void consume_stream(const uint8_t* p, size_t n) {
+  // Takes the bytes of the current stream phase from p (checksumming them with --touch);
+  // returns how many it used: all of them, or up to the end of the phase's last message
+  // (then state_ is kHeader and the caller acknowledges).  May end() the session.
+  size_t consume_stream(const uint8_t* p, size_t n) {
+    const bool touch = (stream_flags_ & kStreamTouch) != 0;
     size_t i = 0;
     while (i < n) {
       if (msg_off_ == 0) cur_flag_ = p[i];
       const size_t k = std::min<size_t>(size_ - msg_off_, n - i);
+      if (touch) cksum_.add(p + i, k);
       i += k;
       msg_off_ += k;
       phase_bytes_ += k;
       if (msg_off_ < size_) continue;
       msg_off_ = 0;
+      if (touch) {
+        if (cksum_.value() != expected_checksum(size_, fill_value(msg_index_), cur_flag_)) {
+          end(Status(Code::kProtocolError, "message " + std::to_string(msg_index_) + " of the stream phase has a wrong checksum"));
+          return i;
+        }
+        cksum_.reset();
+      }
+      ++msg_index_;
       if (cur_flag_ != kLastFlag) continue;
-      if (i != n) return end(Status(Code::kProtocolError, "client sent past the last message before the ack"));
-      uint8_t ack[kHeaderBytes];
-      encode(Header{Op::kStreamAck, size_, phase_bytes_}, ack);
       state_ = State::kHeader;
-      send(ack, sizeof ack);
-      return;
+      return i;
     }
+    return i;
+  }
+
+  void send_ack() {
+    uint8_t ack[kHeaderBytes];
+    encode(Header{Op::kStreamAck, size_, phase_bytes_}, ack);
+    send(ack, sizeof ack);
   }
 
   void send(const uint8_t* p, size_t n) {
@@ -201,6 +266,9 @@ class ServerSession {
   size_t msg_off_ = 0;
   uint8_t cur_flag_ = 0;
   uint64_t phase_bytes_ = 0;
+  uint16_t stream_flags_ = 0;
+  uint64_t msg_index_ = 0;
+  Checksum cksum_;
 };
 
 Result<std::unique_ptr<Server>> Server::listen(reactor::EventLoop& loop, const std::string& url, uint32_t sessions,
@@ -502,12 +570,14 @@ Result<PingPongResult> Client::pingpong(uint32_t size) {
 Status Client::run_stream_phase(uint32_t size, double seconds, uint64_t iters, uint64_t* messages, uint64_t* bytes,
                                 double* elapsed_s) {
   uint8_t hdr[kHeaderBytes];
-  encode(Header{Op::kStream, size, 0}, hdr);
+  const uint16_t flags = static_cast<uint16_t>((opts_.touch ? kStreamTouch : 0) | (opts_.inplace ? kStreamInPlace : 0));
+  encode(Header{Op::kStream, size, 0, flags}, hdr);
   const uint64_t t_begin = read_tsc();
   const uint64_t end_tsc = t_begin + static_cast<uint64_t>(seconds * 1e6 * Tsc::cycles_per_us());
   uint64_t sent_msgs = 0, sent_bytes = 0;
   size_t off = 0;
   bool cur_last = false, finished = false;
+  uint8_t value = 0;
 
   auto pump = [&] {
     if (!flush_pending()) return;  // the phase header first
@@ -515,14 +585,33 @@ Status Client::run_stream_phase(uint32_t size, double seconds, uint64_t iters, u
       if (off == 0) {
         cur_last = (iters != 0 && sent_msgs + 1 >= iters) || read_tsc() >= end_tsc;
         msg_[0] = cur_last ? kLastFlag : kMoreFlag;
+        value = fill_value(sent_msgs);
+        if (opts_.touch && !opts_.inplace) fill_message(msg_.data(), 0, size, value, msg_[0]);
       }
-      Result<size_t> r = conn_->write(std::span<const uint8_t>(msg_.data() + off, size - off));
-      if (!r.ok()) {
-        if (!r.status().would_block()) failure_ = r.status();
-        return;
+      size_t wrote = 0;
+      if (opts_.inplace) {  // build the message in the connection's own buffer
+        const size_t left = size - off;
+        Result<std::span<uint8_t>> span = conn_->reserve(std::min(left, kInPlaceMin), std::min<size_t>(left, opts_.inplace_chunk));
+        if (!span.ok()) {
+          if (!span.status().would_block()) failure_ = span.status();
+          return;
+        }
+        wrote = std::min(span->size(), left);
+        fill_message(span->data(), off, wrote, value, msg_[0]);
+        if (Status st = conn_->commit(wrote); !st.ok()) {
+          failure_ = st;
+          return;
+        }
+      } else {
+        Result<size_t> r = conn_->write(std::span<const uint8_t>(msg_.data() + off, size - off));
+        if (!r.ok()) {
+          if (!r.status().would_block()) failure_ = r.status();
+          return;
+        }
+        wrote = *r;
       }
-      off += *r;
-      sent_bytes += *r;
+      off += wrote;
+      sent_bytes += wrote;
       ++activity_;
       if (off < size) continue;
       off = 0;

@@ -4,8 +4,11 @@
 
 namespace conduit::transport::ring {
 
-RingWriter::RingWriter(RingControl* ctl, uint8_t* data, uint64_t capacity)
-    : ctl_(ctl), data_(data), cursor_(RingGeometry(capacity), ctl->tail.load(std::memory_order_acquire)) {
+RingWriter::RingWriter(RingControl* ctl, uint8_t* data, uint64_t capacity, bool mirrored)
+    : ctl_(ctl),
+      data_(data),
+      cursor_(RingGeometry(capacity), ctl->tail.load(std::memory_order_acquire)),
+      mirrored_(mirrored) {
   // Attach where the ring stands: everything between tail and head is in flight.
   const uint64_t in_flight = ctl->head.load(std::memory_order_relaxed) - cursor_.acked();
   if (in_flight <= capacity)
@@ -54,10 +57,25 @@ size_t RingWriter::write(std::span<const iovec> iov, size_t max) {
   return written;
 }
 
-RingReader::RingReader(RingControl* ctl, uint8_t* data, uint64_t capacity)
+std::span<uint8_t> RingWriter::writable(size_t max) {
+  if (max == 0 || corrupt_) return {};
+  if (cursor_.free_space() < max && !refresh()) return {};
+  const Extents ext = cursor_.writable(max);
+  return {data_ + ext.first.offset, mirrored_ ? ext.total() : ext.first.len};
+}
+
+void RingWriter::produce(size_t n) {
+  if (n == 0) return;
+  cursor_.produce(n);
+  ctl_->head.store(cursor_.head(), std::memory_order_release);
+}
+
+RingReader::RingReader(RingControl* ctl, uint8_t* data, uint64_t capacity, bool mirrored)
     : ctl_(ctl),
       data_(data),
-      cursor_(RingGeometry(capacity), ctl->tail.load(std::memory_order_relaxed)) {
+      cursor_(RingGeometry(capacity), ctl->tail.load(std::memory_order_relaxed)),
+      published_(cursor_.tail()),
+      mirrored_(mirrored) {
   corrupt_ = !refresh();
 }
 
@@ -67,7 +85,7 @@ bool RingReader::refresh() {
   return !corrupt_;
 }
 
-size_t RingReader::read(std::span<uint8_t> buf) {
+size_t RingReader::copy_out(std::span<uint8_t> buf) {
   if (buf.empty() || corrupt_) return 0;
   if (cursor_.available() < buf.size() && !refresh()) return 0;
   const Extents ext = cursor_.readable(buf.size());
@@ -75,8 +93,13 @@ size_t RingReader::read(std::span<uint8_t> buf) {
   std::memcpy(buf.data(), data_ + ext.first.offset, ext.first.len);
   if (ext.second.len > 0) std::memcpy(buf.data() + ext.first.len, data_ + ext.second.offset, ext.second.len);
   cursor_.consume(ext.total());
-  ctl_->tail.store(cursor_.tail(), std::memory_order_release);
   return ext.total();
+}
+
+std::span<const uint8_t> RingReader::readable() {
+  if (corrupt_ || !refresh()) return {};
+  const Extents ext = cursor_.readable(cursor_.available());
+  return {data_ + ext.first.offset, mirrored_ ? ext.total() : ext.first.len};
 }
 
 RingReader::Pieces RingReader::peek() {
@@ -88,7 +111,7 @@ RingReader::Pieces RingReader::peek() {
 
 void RingReader::consume(size_t n) {
   cursor_.consume(n);
-  ctl_->tail.store(cursor_.tail(), std::memory_order_release);
+  publish(cursor_.tail());
 }
 
 }  // namespace conduit::transport::ring

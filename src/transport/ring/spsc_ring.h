@@ -39,12 +39,19 @@
 // write, so it lives on the producer's line, where that check hits in the producer's own
 // cache; the consumer writes it only when it goes to sleep, which is rare while data flows.
 //
+// Mirrored mappings.  A transport may map a ring's data twice, back to back in virtual
+// memory (shm/shm_region.h does), so that any range of up to `capacity` bytes starting
+// anywhere in the ring is one contiguous span.  Constructed with `mirrored`, the writer's
+// writable() and the reader's readable() hand out such spans whole; without it they stop
+// at the wrap.  The copying calls work either way.
+//
 // Threading: one RingWriter on one thread and one RingReader on one (other) thread per ring.
 #pragma once
 
 #include <sys/uio.h>
 
 #include <atomic>
+#include <cassert>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -79,9 +86,10 @@ inline void wakeup_fence() { std::atomic_thread_fence(std::memory_order_seq_cst)
 class RingWriter {
  public:
   RingWriter() : cursor_(RingGeometry(2)) {}
-  // `data` holds `capacity` bytes (a power of two); `ctl` may already hold positions (the
-  // writer starts at the published head).
-  RingWriter(RingControl* ctl, uint8_t* data, uint64_t capacity);
+  // `data` holds `capacity` bytes (a power of two), followed by a second view of the same
+  // bytes if `mirrored`; `ctl` may already hold positions (the writer starts at the
+  // published head).
+  RingWriter(RingControl* ctl, uint8_t* data, uint64_t capacity, bool mirrored = false);
 
   uint64_t capacity() const { return cursor_.geometry().capacity(); }
   // Free space as last seen; refresh() loads the consumer's position.
@@ -91,6 +99,8 @@ class RingWriter {
   bool corrupt() const { return corrupt_; }
   // True if there is space, reloading tail only when the cached view shows none.
   bool has_space() { return cursor_.free_space() > 0 || (refresh() && cursor_.free_space() > 0); }
+  // True if at least n bytes are free, reloading tail only when the cached view is short.
+  bool has_space(uint64_t n) { return cursor_.free_space() >= n || (refresh() && cursor_.free_space() >= n); }
 
   // Copies up to `max` bytes of the gather list into the ring and publishes them; returns
   // the count (0 = full, or corrupt()).  Reloads tail only if the cached space is short.
@@ -99,6 +109,13 @@ class RingWriter {
     const iovec v{const_cast<uint8_t*>(data.data()), data.size()};
     return write(std::span<const iovec>(&v, 1), data.size());
   }
+
+  // In-place writing: up to `max` free bytes at head, to fill and then produce().  Whole
+  // when mirrored, else the part before the wrap.  Reloads tail if the cached space is
+  // short of `max`.  Empty when the ring is full (or corrupt()).
+  std::span<uint8_t> writable(size_t max);
+  // Publishes the first n bytes of what writable() returned (n <= its size).
+  void produce(size_t n);
 
   // After publishing (write or close): true if the consumer announced it sleeps, in which case
   // the announcement is consumed and the caller must ring the consumer's doorbell.
@@ -132,13 +149,14 @@ class RingWriter {
   RingControl* ctl_ = nullptr;
   uint8_t* data_ = nullptr;
   ProducerCursor cursor_;
+  bool mirrored_ = false;
   bool corrupt_ = false;
 };
 
 class RingReader {
  public:
   RingReader() : cursor_(RingGeometry(2)) {}
-  RingReader(RingControl* ctl, uint8_t* data, uint64_t capacity);
+  RingReader(RingControl* ctl, uint8_t* data, uint64_t capacity, bool mirrored = false);
 
   uint64_t capacity() const { return cursor_.geometry().capacity(); }
   // Unread bytes as last seen; refresh() loads the producer's position.
@@ -155,10 +173,34 @@ class RingReader {
 
   // Copies up to buf.size() bytes out and publishes the space; returns the count (0 = empty,
   // or corrupt()).  Reloads head only if the cached view shows nothing.
-  size_t read(std::span<uint8_t> buf);
+  size_t read(std::span<uint8_t> buf) {
+    const size_t n = copy_out(buf);
+    if (n > 0) publish(position());
+    return n;
+  }
+
+  // The consumer's two positions.  position() is how far it has read; published() how far
+  // it has given space back (the shared tail).  They differ while a caller holds bytes it
+  // read in place (ring/hold_tracker.h): read and advance move the first, publish the second.
+  uint64_t position() const { return cursor_.tail(); }
+  uint64_t published() const { return published_; }
+  // read() without publishing.
+  size_t copy_out(std::span<uint8_t> buf);
+  // The unread bytes in place (refreshing head first): all of them when mirrored, else up
+  // to the wrap.  Valid until the space is published.  Empty when none (or corrupt()).
+  std::span<const uint8_t> readable();
+  // Marks n <= available() bytes as read, without publishing.
+  void advance(size_t n) { cursor_.consume(n); }
+  // Gives the space before `pos` back to the producer (release store of tail).  `pos` lies
+  // between published() and position().
+  void publish(uint64_t pos) {
+    assert(pos - published_ <= cursor_.tail() - published_);
+    published_ = pos;
+    ctl_->tail.store(pos, std::memory_order_release);
+  }
 
   // Zero-copy access for parsers: the unread bytes as at most two pieces, then consume(n)
-  // to publish the space.  The pointers stay valid until consume().
+  // to mark them read and publish the space.  The pointers stay valid until consume().
   struct Pieces {
     std::span<const uint8_t> first, second;
   };
@@ -169,16 +211,18 @@ class RingReader {
   // consumed; ring the producer's doorbell).  Contains the protocol fence.
   //
   // With min_free > 0 a waiting producer is woken only once at least min_free bytes are
-  // free or the ring is empty, and the announcement stays for a later call otherwise:
+  // free or nothing is left unread, and the announcement stays for a later call otherwise:
   // waking a blocked writer for every sliver of space costs a wakeup per sliver (the same
-  // reason TCP waits for a third of the send buffer before waking a writer).  This cannot
-  // strand the producer: a consumer waiting for more data has emptied the ring, and then
-  // the producer is woken.
+  // reason TCP waits for a third of the send buffer before waking a writer).  Free space
+  // counts from published(): bytes read but held are not free, and while none is free the
+  // announcement always stays.  This cannot strand the producer: a consumer about to wait
+  // for more data has nothing unread, and then any free space wakes the producer; space
+  // that held bytes give back later is published, and checked, then.
   bool producer_needs_wakeup(uint64_t min_free = 0) {
     wakeup_fence();
     if (ctl_->producer_waiting.load(std::memory_order_relaxed) == 0) return false;
-    const uint64_t unread = cursor_.available();
-    if (unread > 0 && capacity() - unread < min_free) return false;
+    const uint64_t free = capacity() - (cursor_.produced() - published_);
+    if (free == 0 || (cursor_.available() > 0 && free < min_free)) return false;
     return check_producer_waiting();
   }
   bool check_producer_waiting() {
@@ -208,6 +252,8 @@ class RingReader {
   RingControl* ctl_ = nullptr;
   const uint8_t* data_ = nullptr;
   ConsumerCursor cursor_;
+  uint64_t published_ = 0;
+  bool mirrored_ = false;
   bool corrupt_ = false;
 };
 

@@ -21,16 +21,6 @@ namespace {
 using ring::RingReader;
 using ring::RingWriter;
 
-// While busy polling, a connection serves itself from shared memory for at most this long
-// before handing the thread back to the loop (which polls the other fds with a syscall).
-constexpr uint64_t kSpinSliceNs = 50'000;
-
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#endif
-}
-
 }  // namespace
 
 ShmConnection::ShmConnection(reactor::EventLoop& loop, UniqueFd sock, ConnState state, const ShmOptions& options,
@@ -39,21 +29,62 @@ ShmConnection::ShmConnection(reactor::EventLoop& loop, UniqueFd sock, ConnState 
 
 Result<size_t> ShmConnection::read(std::span<uint8_t> buf) {
   if (state_ != ConnState::kConnected) return not_connected();
+  peeked_ = 0;
   if (buf.empty()) return size_t{0};
-  if (size_t staged = take_staged_in(buf); staged != 0) return staged;  // peek()ed earlier (base class)
-  size_t n = rx_.read(buf);
+  const uint64_t room = read_room();
+  if (room == 0) return hold_blocked();
+  if (buf.size() > room) buf = buf.first(static_cast<size_t>(room));
+  size_t n = rx_.copy_out(buf);
   // The producer sets its close flag after its last data: look again once the flag is seen.
-  if (n == 0 && rx_.writer_closed()) n = rx_.read(buf);
-  if (n > 0) {
-    stats_.bytes_read += n;
-    ++stats_.reads;
-    if (rx_.producer_needs_wakeup(rx_.capacity() / 4)) ring_peer();
-    return n;
-  }
+  if (n == 0 && rx_.writer_closed()) n = rx_.copy_out(buf);
+  if (n == 0) return read_status();
+  note_read(n);
+  publish_rx();
+  return n;
+}
+
+// Nothing was readable: end of stream (0), the peer's death or corruption (the error), or
+// would-block.
+Result<size_t> ShmConnection::read_status() {
   if (rx_.corrupt()) return fail(corrupt_status("head"));
   if (rx_.writer_closed()) return size_t{0};
   if (peer_hup_)
     return fail(Status(Code::kClosed, "shm: peer " + peer_ + " went away without closing the connection"));
+  ++stats_.read_would_block;
+  return Status::WouldBlock();
+}
+
+void ShmConnection::note_read(size_t n) {
+  stats_.bytes_read += n;
+  ++stats_.reads;
+}
+
+// The consumer's half of the space protocol, after reading or a release: publish the end of
+// what was read and is not held (ring/hold_tracker.h), then fence and wake a producer that
+// waits for space.  The check runs even when nothing new could be published (the bytes
+// read are held): having read everything is itself a reason to wake a waiting producer if
+// any space is free (ring/spsc_ring.h, producer_needs_wakeup).
+void ShmConnection::publish_rx() {
+  const uint64_t pos = holds_.releasable(rx_.position());
+  if (pos != rx_.published()) rx_.publish(pos);
+  if (rx_.producer_needs_wakeup(rx_.capacity() / 4)) ring_peer();
+}
+
+// While slices are held, the ring from the oldest held byte to the read position is kept
+// from the writer, whatever way the bytes after that hold were read (a copy behind a held
+// slice cannot be given back before it).  hold_bytes bounds that stretch: this is what is
+// left of it to read (unbounded while nothing is held).
+uint64_t ShmConnection::read_room() const {
+  if (holds_.empty()) return UINT64_MAX;
+  const uint64_t pinned = rx_.position() - holds_.releasable(rx_.position());
+  return hold_cap_ > pinned ? hold_cap_ - pinned : 0;
+}
+
+// A read found no room (read_room() == 0): would-block while there is data -- and no read
+// handler until a release (read_ready) -- else what an empty ring says.
+Result<size_t> ShmConnection::hold_blocked() {
+  if (!rx_.has_data()) return read_status();
+  hold_blocked_ = true;
   ++stats_.read_would_block;
   return Status::WouldBlock();
 }
@@ -63,14 +94,21 @@ Result<size_t> ShmConnection::write(std::span<const uint8_t> data) {
   return writev(std::span<const iovec>(&iov, 1));
 }
 
-Result<size_t> ShmConnection::writev(std::span<const iovec> iov) {
-  if (state_ != ConnState::kConnected) return not_connected();
+Status ShmConnection::check_writable() {
+  if (state_ != ConnState::kConnected) return not_connected().status();
+  reserved_ = 0;
   if (write_shut_) return Status(Code::kClosed, "shm: write side was shut down");
   if (peer_hup_ || tx_.reader_closed()) return fail(Status(Code::kClosed, "shm: peer " + peer_ + " closed the connection"));
+  return {};
+}
+
+Result<size_t> ShmConnection::writev(std::span<const iovec> iov) {
+  CONDUIT_RETURN_IF_ERROR(check_writable());
   size_t total = 0;
   for (const iovec& v : iov) total += v.iov_len;
   if (total == 0) return size_t{0};
   const size_t n = tx_.write(iov, total);
+  want_space_ = 1;
   if (n == 0) {
     if (tx_.corrupt()) return fail(corrupt_status("tail"));
     ++stats_.write_would_block;
@@ -96,8 +134,8 @@ void ShmConnection::set_write_handler(Handler h) {
 }
 
 bool ShmConnection::has_pending_data() const {
-  return state_ == ConnState::kConnected && read_on_ &&
-         (has_staged_in() || rx_.has_data_now() || rx_.writer_closed() || peer_hup_ || rx_.corrupt());
+  return state_ == ConnState::kConnected && read_on_ && !hold_blocked_ &&
+         (rx_.has_data_now() || rx_.writer_closed() || peer_hup_ || rx_.corrupt());
 }
 void ShmConnection::process_pending() {
   if (!has_pending_data()) return;
@@ -117,6 +155,7 @@ Status ShmConnection::shutdown_write() {
 void ShmConnection::close() {
   if (closed_) return;
   closed_ = true;
+  detach_share();  // held slices stay readable; their releases no longer reach us
   if (region_) {
     // Tell the peer before the socket hangup does: reads there end with EOF after our data,
     // writes there fail.
@@ -140,6 +179,7 @@ void ShmConnection::close() {
 Caps ShmConnection::caps() const {
   Caps c;
   c.transport = "shm";
+  c.zero_copy = true;  // reserve/commit, peek/consume and read_owned work in the rings themselves
   c.half_close = true;
   c.cross_host = false;
   return c;
@@ -211,39 +251,49 @@ void ShmConnection::disarm() {
 // ran a handler: then run_once() returns after this iteration, as it does after fd
 // handlers, so that `while (!done) loop.run_once(-1)` sees what the handler did instead of
 // blocking with it done.  (Costs one non-blocking epoll_wait after a burst of work.)
+//
+// Polling (poll_us, busy_poll_us): while our window is open (poll/adaptive_spin.h) we do
+// not announce sleep; the loop's SpinGroup spins for us and the loop's other polling
+// connections, running handlers as work appears, and yields to the loop every slice.  Only
+// once the window closed without work do we arm, so that while we poll the peer sees no
+// sleep flag and neither side makes a system call.
 bool ShmConnection::before_sleep() {
   hook_iteration_ = loop_.iterations();
   const Dispatch d = dispatch();
   if (state_ != ConnState::kConnected) return false;
-  if (options_.busy_poll_us == 0 || !(read_on_ || write_on_)) return d != Dispatch::kIdle || !arm();
+  if (!spin_.enabled() || !(read_on_ || write_on_)) return d != Dispatch::kIdle || !arm();
   const uint64_t now = monotonic_ns();
-  if (d != Dispatch::kIdle || idle_since_ == 0) idle_since_ = now;
-  return spin(now, d != Dispatch::kIdle);
+  if (d != Dispatch::kIdle)
+    spin_.on_work(now);
+  else
+    spin_.on_idle(now);
+  if (spin_.deadline() > now) {
+    if (!spin_group_) spin_group_ = poll::SpinGroup::of(loop_);
+    const bool pending = spin_group_->spin(this, now);
+    if (state_ != ConnState::kConnected) return false;
+    if (pending || d != Dispatch::kIdle) return true;
+  } else if (d != Dispatch::kIdle) {
+    return true;
+  }
+  spin_.on_sleep();
+  return !arm();
 }
 
-// Busy polling: serve this connection from shared memory alone (no syscalls) for a slice,
-// then return true so the loop polls its fds and timers and calls us again.  Announce
-// sleep only after busy_poll_us without work (and not in a call that ran handlers).
-bool ShmConnection::spin(uint64_t now, bool ran) {
-  const uint64_t budget = options_.busy_poll_us * 1000;
-  const uint64_t slice_end = now + kSpinSliceNs;
-  for (uint32_t i = 1;; ++i) {
-    if (work_ready()) {
-      (void)dispatch();
-      if (state_ != ConnState::kConnected) return false;
-      now = monotonic_ns();
-      idle_since_ = now;
-      ran = true;
-    } else {
-      cpu_relax();
-      if ((i & 15) == 0) now = monotonic_ns();
-    }
-    if (now - idle_since_ >= budget) break;
-    if (now >= slice_end) return true;
+// SpinGroup::Member: one poll while the loop spins.
+bool ShmConnection::spin_poll(uint64_t now) {
+  if (state_ != ConnState::kConnected) return false;
+  if (!work_ready()) {
+    spin_.on_idle(now);
+    return false;
   }
-  if (ran) return true;  // the next call finds the budget spent and arms
-  idle_since_ = 0;       // the next wakeup starts a new polling window
-  return !arm();
+  const bool ran = dispatch() != Dispatch::kIdle;
+  if (ran) spin_.on_work(now);
+  return ran;
+}
+
+uint64_t ShmConnection::spin_deadline() const {
+  if (state_ != ConnState::kConnected || !(read_on_ || write_on_)) return 0;
+  return spin_.deadline();
 }
 
 // A handler was installed from outside our own dispatch.  If our hook already ran in this
@@ -258,8 +308,16 @@ void ShmConnection::handler_installed() {
 
 void ShmConnection::on_bell_events(uint32_t) {
   disarm();  // the peer consumed at least one announcement
-  idle_since_ = 0;
-  (void)dispatch();
+  if (dispatch() != Dispatch::kIdle && spin_.enabled()) spin_.on_work(monotonic_ns());
+}
+
+// Something made a handler runnable from outside the loop's view (a release of held
+// slices).  Like handler_installed(): if our hook already ran in this iteration, keep the
+// loop from blocking before it runs again.
+void ShmConnection::became_runnable() {
+  if (state_ != ConnState::kConnected || in_dispatch_ || hook_iteration_ != loop_.iterations()) return;
+  if (!work_ready() || pass_timer_ != 0) return;
+  pass_timer_ = loop_.run_after(0, [this] { pass_timer_ = 0; });
 }
 
 void ShmConnection::ring_peer() {
@@ -295,6 +353,8 @@ Status ShmConnection::fail(Status s) {
 
 // Stops every loop registration (fds, hook, timers); keeps fds and mapping.
 void ShmConnection::unwatch() {
+  if (spin_group_) spin_group_->leave(this);
+  spin_group_.reset();
   if (handshake_timer_ != 0) loop_.cancel(handshake_timer_);
   handshake_timer_ = 0;
   if (pass_timer_ != 0) loop_.cancel(pass_timer_);

@@ -1,16 +1,21 @@
 // One end of an shm:// connection: its handshake (client and server halves) and its data
 // path over the two rings.  See README.md for the design; shm_connection.cc says why each
-// step is ordered as it is.
+// step is ordered as it is, shm_inplace.cc does the in-place and owned-buffer calls.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "conduit/base/fd.h"
 #include "conduit/reactor/event_loop.h"
 #include "conduit/transport/connection.h"
+#include "poll/adaptive_spin.h"
+#include "poll/spin_group.h"
+#include "ring/hold_tracker.h"
 #include "ring/spsc_ring.h"
 #include "shm/shm_options.h"
 #include "shm/shm_region.h"
@@ -32,7 +37,18 @@ class FdWatch final : public reactor::FdHandler {
   Fn fn_;
 };
 
-class ShmConnection final : public Connection {
+// What the slices of read_owned() share with their connection: the mapping they point
+// into (kept mapped until the last slice is gone, even after close) and the way back to the
+// connection's loop.  `conn` is cleared (under `mu`) when the connection closes; a release
+// after that only drops its reference.
+struct RxShare {
+  std::shared_ptr<Mapping> region;
+  std::mutex mu;
+  ShmConnection* conn = nullptr;  // written on the loop thread, under mu
+  reactor::EventLoop* loop = nullptr;
+};
+
+class ShmConnection final : public Connection, private poll::SpinGroup::Member {
  public:
   // Server side: called once when the handshake of an accepted connection ends.  Must be
   // the last thing that touches the connection: the callee may destroy it.
@@ -56,6 +72,19 @@ class ShmConnection final : public Connection {
   Result<size_t> read(std::span<uint8_t> buf) override;
   Result<size_t> write(std::span<const uint8_t> data) override;
   Result<size_t> writev(std::span<const iovec> iov) override;
+  // In place: reserve() is free space in the outbound ring itself, peek() the inbound ring's
+  // unread bytes (both one span however they fall across the wrap: the rings are mapped
+  // twice, shm_region.h).  write_owned() copies the chain into the ring (one copy, as
+  // writev) and releases its slices at once.  read_owned() hands out views of the inbound
+  // ring (no copy) whose space the peer gets back only when they are released, from any
+  // thread and in any order.  While slices are held, at most `hold_bytes` of the ring from
+  // the oldest of them on may be read (by any call); then reads would-block until a release.
+  Result<std::span<uint8_t>> reserve(size_t min, size_t max) override;
+  Status commit(size_t n) override;
+  Result<std::span<const uint8_t>> peek() override;
+  Status consume(size_t n) override;
+  Result<size_t> write_owned(memory::Chain& chain) override;
+  Result<size_t> read_owned(memory::Chain& out, size_t max) override;
   void set_read_handler(Handler h) override;
   void set_write_handler(Handler h) override;
   bool has_pending_data() const override;
@@ -82,8 +111,12 @@ class ShmConnection final : public Connection {
   void finish_handshake(Status s);
 
   // --- readiness, handlers and sleeping ----------------------------------------------------
-  bool read_ready() { return rx_.has_data() || rx_.writer_closed() || peer_hup_ || rx_.corrupt(); }
-  bool write_ready() { return tx_.has_space() || tx_.reader_closed() || peer_hup_ || tx_.corrupt(); }
+  // At the hold cap (hold_blocked_) nothing makes the read handler runnable until a release:
+  // its reads would only would-block again.
+  bool read_ready() {
+    return !hold_blocked_ && (rx_.has_data() || rx_.writer_closed() || peer_hup_ || rx_.corrupt());
+  }
+  bool write_ready() { return tx_.has_space(want_space_) || tx_.reader_closed() || peer_hup_ || tx_.corrupt(); }
   bool work_ready() { return (read_on_ && read_ready()) || (write_on_ && write_ready()); }
   void call_read_handler();
   void call_write_handler();
@@ -92,10 +125,24 @@ class ShmConnection final : public Connection {
   bool arm();
   void disarm();
   bool before_sleep();
-  bool spin(uint64_t now, bool ran);
+  bool spin_poll(uint64_t now) override;
+  uint64_t spin_deadline() const override;
+  void spin_preempted(uint64_t now) override { spin_.on_preempted(now); }
   void handler_installed();
+  void became_runnable();
   void on_bell_events(uint32_t);
   void ring_peer();
+
+  // --- in place (shm_inplace.cc) -------------------------------------------------------------
+  Status check_writable();
+  Result<size_t> read_status();  // why nothing can be read: 0 = EOF, would-block, or the error
+  void note_read(size_t n);
+  void publish_rx();             // gives the peer back what is read and released
+  uint64_t read_room() const;
+  Result<size_t> hold_blocked();
+  void on_released(ring::HoldTracker::Ticket t);
+  static void release_slice(const std::shared_ptr<RxShare>& share, ring::HoldTracker::Ticket t);
+  void detach_share();
 
   // --- errors and teardown -------------------------------------------------------------------
   Result<size_t> not_connected() const;
@@ -114,7 +161,8 @@ class ShmConnection final : public Connection {
   // Resources in creation order (teardown() releases them in reverse).
   UniqueFd sock_;
   std::vector<UniqueFd> hs_fds_;
-  Mapping region_;
+  std::shared_ptr<Mapping> region_;  // shared with the slices read_owned() handed out
+  std::shared_ptr<RxShare> rx_share_;
   UniqueFd doorbell_;   // we sleep on it; the peer writes it
   UniqueFd peer_bell_;  // we write it to wake the peer
   ring::RingWriter tx_;
@@ -124,6 +172,8 @@ class ShmConnection final : public Connection {
   reactor::EventLoop::HookId hook_ = 0;
   reactor::TimerId handshake_timer_ = 0;
   reactor::TimerId pass_timer_ = 0;
+  poll::AdaptiveSpin spin_;
+  std::shared_ptr<poll::SpinGroup> spin_group_;  // while connected, if spin_ is enabled
 
   Handler read_handler_;
   Handler write_handler_;
@@ -138,7 +188,14 @@ class ShmConnection final : public Connection {
   bool write_shut_ = false;
   bool closed_ = false;
   uint64_t hook_iteration_ = 0;
-  uint64_t idle_since_ = 0;
+
+  // In-place state.  A reserve()d or peek()ed span is good until the next I/O call.
+  size_t reserved_ = 0;     // size of the span the last reserve() returned (0: none)
+  size_t peeked_ = 0;       // size of the span the last peek() returned (0: none)
+  uint64_t want_space_ = 1;  // write readiness: free bytes a would-blocked reserve(min) needs
+  ring::HoldTracker holds_;  // read_owned() slices not yet given back
+  uint64_t hold_cap_ = 0;
+  bool hold_blocked_ = false;  // a read would-blocked at the cap; cleared by a release
 
   uint8_t hs_buf_[sizeof(Hello)] = {};
   size_t hs_len_ = 0;

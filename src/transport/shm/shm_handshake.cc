@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -256,13 +257,21 @@ Status ShmConnection::establish(Mapping region, uint64_t ring, UniqueFd own_bell
   // Ring 0 carries client -> server, ring 1 server -> client.
   const int tx = client ? 0 : 1;
   const int rx = 1 - tx;
-  tx_ = ring::RingWriter(ring_control(region, tx), ring_data(region, ring, tx), ring);
-  rx_ = ring::RingReader(ring_control(region, rx), ring_data(region, ring, rx), ring);
-  region_ = std::move(region);
+  // Both rings are mapped mirrored (shm_region.h): in-place spans never stop at the wrap.
+  tx_ = ring::RingWriter(ring_control(region, tx), ring_data(region, ring, tx), ring, /*mirrored=*/true);
+  rx_ = ring::RingReader(ring_control(region, rx), ring_data(region, ring, rx), ring, /*mirrored=*/true);
+  region_ = std::make_shared<Mapping>(std::move(region));
+  rx_share_ = std::make_shared<RxShare>();
+  rx_share_->region = region_;
+  rx_share_->conn = this;
+  rx_share_->loop = &loop_;
+  hold_cap_ = options_.hold_bytes != 0 ? std::min(options_.hold_bytes, ring) : ring / 2;
+  spin_ = options_.busy_poll_us != 0 ? poll::AdaptiveSpin::fixed(options_.busy_poll_us * 1000)
+                                     : poll::AdaptiveSpin::adaptive(options_.poll_us * 1000);
   doorbell_ = std::move(own_bell);
   peer_bell_ = std::move(peer_bell);
   hs_fds_.clear();
-  stats_.pinned_bytes = region_.size();
+  stats_.pinned_bytes = region_bytes_for(ring);  // the memory; the mirrored mapping spans more address space
   CONDUIT_RETURN_IF_ERROR(loop_.modify(sock_.get(), 0));
   // Edge-triggered: each ring of the doorbell is one event, so it is never read (one
   // system call less per wakeup).  The counter cannot realistically saturate (2^64 - 2).

@@ -23,7 +23,9 @@ struct ShmOptions {
   uint64_t ring = 0;
   bool ring_given = false;  // the URL names ring=: a client then asks for exactly that size
   uint64_t max_ring = 0;    // 0 in the URL's absence: then `ring`
+  uint64_t poll_us = 0;
   uint64_t busy_poll_us = 0;
+  uint64_t hold_bytes = 0;  // 0 in the URL's absence: then ring / 2 (of the connection's ring)
   uint64_t mode = 0;
   uint64_t connect_timeout_ms = 0;
   uint64_t max_handshakes = 0;
@@ -48,9 +50,24 @@ inline constexpr ShmOptionRow kShmOptions[] = {
                             "connection's life, reported as `ConnStats::pinned_bytes`")
         .listener()
         .default_is("= `ring`"),
+    ShmOptionRow::number_row("poll_us", "50", 0, 1'000'000, &ShmOptions::poll_us,
+                             "adaptive polling: after running out of work, spin on the rings for up to this "
+                             "long before announcing sleep. The window tunes itself from the idle gaps seen: it "
+                             "polls while traffic is recent and dense and turns itself off when the connection "
+                             "idles (`src/transport/poll/`). The connections of one loop spin together. A spin "
+                             "that loses its CPU (more runnable threads than cores) stops polling for a "
+                             "cool-down of 1 ms, doubling to 1 s while that recurs. 0 = pure event mode: "
+                             "announce sleep and block in epoll at once"),
     ShmOptionRow::number_row("busy_poll_us", "0", 0, 1'000'000, &ShmOptions::busy_poll_us,
-                             "spin on the rings this long without work before announcing sleep (trades a core "
-                             "for the wakeup; 0 = block in epoll at once)"),
+                             "fixed polling instead: spin this long without work before announcing sleep, "
+                             "never tuned (trades a core for the wakeup: for dedicated cores). Non-zero "
+                             "overrides `poll_us`"),
+    ShmOptionRow::bytes_row("hold_bytes", "", 1, kMaxRing, &ShmOptions::hold_bytes,
+                            "bytes of the receive ring the application may hold as `read_owned()` slices "
+                            "(views of the ring; the writer gets their space back only when they are "
+                            "released). At the cap, owned reads would-block until a slice is released. "
+                            "Capped at `ring`")
+        .default_is("= `ring` / 2"),
     ShmOptionRow::custom_row("mode", "0600", parse_mode, "octal, at most 0777",
                              "permissions of the socket file, set before `listen()`. A bare name's socket "
                              "lies in a 0700 directory of this uid anyway: use an absolute path to let "

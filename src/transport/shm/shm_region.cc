@@ -22,6 +22,36 @@ void Mapping::reset() {
   n_ = 0;
 }
 
+namespace {
+
+// The mirrored layout of shm_region.h: reserve the address range, then map the file into
+// it piece by piece (MAP_FIXED replaces the reservation; on failure the Mapping unmaps
+// whatever was mapped).
+Result<Mapping> map_mirrored(int memfd, uint64_t ring_bytes) {
+  const uint64_t total = mirrored_bytes_for(ring_bytes);
+  void* base = ::mmap(nullptr, total, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (base == MAP_FAILED) return Status::FromErrnoAuto(errno, "shm reserve address space");
+  Mapping m(base, total);
+  struct Piece {
+    uint64_t at, file_offset, len;
+  };
+  const Piece pieces[] = {
+      {0, 0, kRegionHeaderBytes + ring_bytes},                                        // header + ring 0
+      {kRegionHeaderBytes + ring_bytes, kRegionHeaderBytes, ring_bytes},              // ring 0 again
+      {kRegionHeaderBytes + 2 * ring_bytes, kRegionHeaderBytes + ring_bytes, ring_bytes},  // ring 1
+      {kRegionHeaderBytes + 3 * ring_bytes, kRegionHeaderBytes + ring_bytes, ring_bytes},  // ring 1 again
+  };
+  for (const Piece& p : pieces) {
+    void* want = m.data() + p.at;
+    void* got = ::mmap(want, p.len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, memfd,
+                       static_cast<off_t>(p.file_offset));
+    if (got == MAP_FAILED) return Status::FromErrnoAuto(errno, "shm mmap");
+  }
+  return m;
+}
+
+}  // namespace
+
 Result<Mapping> create_region(uint64_t ring_bytes, UniqueFd* memfd_out) {
   const uint64_t size = region_bytes_for(ring_bytes);
   UniqueFd mfd(::memfd_create("conduit-shm", MFD_CLOEXEC | MFD_ALLOW_SEALING));
@@ -31,9 +61,7 @@ Result<Mapping> create_region(uint64_t ring_bytes, UniqueFd* memfd_out) {
   // and kill it with SIGBUS.
   if (::fcntl(mfd.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0)
     return Status::FromErrnoAuto(errno, "shm seal memfd");
-  void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, mfd.get(), 0);
-  if (p == MAP_FAILED) return Status::FromErrnoAuto(errno, "shm mmap");
-  Mapping m(p, size);
+  CONDUIT_ASSIGN_OR_RETURN(Mapping m, map_mirrored(mfd.get(), ring_bytes));
   auto* hdr = new (m.data()) RegionHeader{};
   hdr->magic = kRegionMagic;
   hdr->version = kProtocolVersion;
@@ -55,9 +83,9 @@ Result<Mapping> map_region(int memfd, uint64_t ring_bytes, uint64_t region_bytes
   const int seals = ::fcntl(memfd, F_GET_SEALS);
   if (seals < 0 || (seals & (F_SEAL_SHRINK | F_SEAL_GROW)) != (F_SEAL_SHRINK | F_SEAL_GROW))
     return Status(Code::kProtocolError, "shm: region memfd is not sealed against resizing");
-  void* p = ::mmap(nullptr, region_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
-  if (p == MAP_FAILED) return Status::FromErrnoAuto(errno, "shm mmap");
-  Mapping m(p, region_bytes);
+  if (region_bytes != region_bytes_for(ring_bytes))
+    return Status(Code::kProtocolError, "shm: region size does not match its ring size");
+  CONDUIT_ASSIGN_OR_RETURN(Mapping m, map_mirrored(memfd, ring_bytes));
   const auto* hdr = reinterpret_cast<const RegionHeader*>(m.data());
   if (hdr->magic != kRegionMagic || hdr->version != kProtocolVersion || hdr->ring_bytes != ring_bytes ||
       hdr->region_bytes != region_bytes)

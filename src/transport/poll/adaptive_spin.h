@@ -1,0 +1,142 @@
+// AdaptiveSpin: how long one side of a connection keeps polling (spinning) after it ran
+// out of work, before it announces sleep and blocks -- self-tuned from the idle gaps it
+// sees, so that it polls while traffic is recent and dense and stops when it is not.
+//
+// Why: a sleeping thread's wakeup costs ~20 us on these machines (an eventfd write by the
+// peer, the scheduler, epoll_wait returning).  A request/response exchange that sleeps on
+// both sides pays that twice per round trip; spinning a few microseconds longer than the
+// peer takes to answer pays nothing.  Spinning when nobody answers soon wastes a core, so
+// the window follows what was seen (rsocket's `polling_time` spins a fixed time; brpc's
+// polling mode spins while the queue is busy; this does both and tunes the window):
+//
+//   An *idle gap* is the time from when the side found nothing to do until work arrived.
+//   - gap < max, caught while spinning (a hit): the window shrinks toward 4 x the gaps'
+//     moving average (never below 1.5 x this gap): spinning ends soon after a burst.
+//   - gap < max, but the side had gone to sleep (a short miss: a longer window would have
+//     caught it): the window doubles, at least to 1.5 x the gap.  A side in pure event
+//     mode (window 0) turns polling back on this way as soon as traffic gets dense.
+//   - gap >= max (the side was idle): the window halves, and below kFloorNs it is 0 --
+//     polling is off until gaps shorten again.
+//   The window never exceeds `max`; a fresh policy starts at `max`.  A connection that
+//   idles costs one window of spinning, then nothing.
+//
+// Contention.  Spinning pays only when the peer runs on another CPU at the same time.  On
+// a machine with more runnable threads than CPUs -- or when the scheduler puts both ends on
+// one CPU, as it likes to for threads that wake each other -- a spinner keeps the CPU from
+// the very thread it waits for, and each exchange costs a scheduler time slice instead of
+// a wakeup (measured here: 0.1x TCP's rate instead of 20x).  The sign is that the spin
+// itself loses the CPU: the clock jumps between two polls (SpinGroup sees it and calls
+// on_preempted).  Then polling stops for a cool-down, 1 ms at first, doubling up to 1 s
+// while it keeps happening and halving with every gap caught while spinning outside a
+// cool-down; in between the side sleeps at once (pure event mode, which is what a
+// contended CPU rewards).  The gap during which the spin lost its CPU teaches nothing (its
+// length is the scheduler's, not the peer's); the gaps seen while cooling down are learnt
+// as usual (they are short misses or idle gaps), so polling resumes with a window that fits.
+//
+// Fixed mode (shm's busy_poll_us) spins a constant window and never tunes or backs off (it
+// is for dedicated cores); off never spins.
+//
+// Clock: the caller passes monotonic nanoseconds (base/clock.h).  Threading: plain data,
+// one thread.  Cost: a few arithmetic operations per call.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+namespace conduit::transport::poll {
+
+class AdaptiveSpin {
+ public:
+  enum class Mode : uint8_t { kOff, kAdaptive, kFixed };
+  static constexpr uint64_t kFloorNs = 2'000;  // smallest window worth spinning
+  static constexpr uint64_t kMinCooldownNs = 1'000'000;  // after a preempted spin
+  static constexpr uint64_t kMaxCooldownNs = 1'000'000'000;
+
+  AdaptiveSpin() = default;  // off
+  static AdaptiveSpin off() { return AdaptiveSpin(); }
+  static AdaptiveSpin adaptive(uint64_t max_ns) { return max_ns == 0 ? off() : AdaptiveSpin(Mode::kAdaptive, max_ns); }
+  static AdaptiveSpin fixed(uint64_t window_ns) { return window_ns == 0 ? off() : AdaptiveSpin(Mode::kFixed, window_ns); }
+
+  Mode mode() const { return mode_; }
+  bool enabled() const { return mode_ != Mode::kOff; }
+  uint64_t window_ns() const { return window_; }
+  uint64_t max_ns() const { return max_; }
+
+  // The side looked for work at `now` and found none.  The first such call after work
+  // starts an idle gap (later ones extend it).
+  void on_idle(uint64_t now) {
+    if (idle_since_ != 0) return;
+    idle_since_ = now;
+    cooling_ = now < cool_until_;
+  }
+  // A spin lost its CPU (contention): stop polling for the cool-down (see above).
+  void on_preempted(uint64_t now) {
+    if (mode_ != Mode::kAdaptive) return;
+    ++preemptions_;
+    cool_until_ = now + cooldown_;
+    cooldown_ = std::min(cooldown_ * 2, kMaxCooldownNs);
+    cooling_ = true;
+    gap_preempted_ = idle_since_ != 0;
+  }
+  // The side is about to block (its window closed).
+  void on_sleep() { slept_ = idle_since_ != 0; }
+  // Work arrived (a handler ran) at `now`.
+  void on_work(uint64_t now) {
+    if (idle_since_ == 0) return;  // still busy from the last work: no gap to learn from
+    const uint64_t gap = now > idle_since_ ? now - idle_since_ : 0;
+    idle_since_ = 0;
+    const bool slept = slept_;
+    slept_ = false;
+    const bool preempted = gap_preempted_;
+    gap_preempted_ = false;
+    if (mode_ != Mode::kAdaptive || preempted) return;
+    if (gap >= max_) {
+      ++idle_gaps_;
+      window_ /= 2;
+      if (window_ < kFloorNs) window_ = 0;
+      return;
+    }
+    avg_ = avg_ == 0 ? gap : avg_ - avg_ / 8 + gap / 8;
+    const uint64_t past_gap = gap + gap / 2;
+    if (slept) {
+      ++short_misses_;
+      window_ = std::max({window_ * 2, past_gap, kFloorNs});
+    } else {
+      ++hits_;
+      window_ = std::max({avg_ * 4, past_gap, kFloorNs});
+      if (!cooling_) cooldown_ = std::max(cooldown_ / 2, kMinCooldownNs);
+    }
+    window_ = std::min(window_, max_);
+  }
+
+  // Spin until this time; a time <= now means: don't spin (or stop), block.  While the
+  // side is busy (work since its last idle check) the window has not started: UINT64_MAX.
+  uint64_t deadline() const {
+    if (mode_ == Mode::kOff) return 0;
+    if (idle_since_ == 0) return UINT64_MAX;
+    return cooling_ ? idle_since_ : idle_since_ + window_;
+  }
+
+  // What the policy saw (tests, stats).
+  uint64_t hits() const { return hits_; }                  // idle gaps caught while spinning
+  uint64_t short_misses() const { return short_misses_; }  // short gaps that found the side asleep
+  uint64_t idle_gaps() const { return idle_gaps_; }        // gaps of at least max
+  uint64_t preemptions() const { return preemptions_; }    // spins that lost the CPU
+
+ private:
+  AdaptiveSpin(Mode m, uint64_t max_ns) : mode_(m), max_(max_ns), window_(max_ns) {}
+
+  Mode mode_ = Mode::kOff;
+  uint64_t max_ = 0;
+  uint64_t window_ = 0;
+  uint64_t idle_since_ = 0;  // 0 = busy (no idle check since the last work)
+  uint64_t avg_ = 0;         // moving average (1/8) of the short gaps
+  bool slept_ = false;
+  bool cooling_ = false;        // this idle gap falls in a cool-down: no spinning
+  bool gap_preempted_ = false;  // the spin lost its CPU during this idle gap
+  uint64_t cool_until_ = 0;
+  uint64_t cooldown_ = kMinCooldownNs;
+  uint64_t hits_ = 0, short_misses_ = 0, idle_gaps_ = 0, preemptions_ = 0;
+};
+
+}  // namespace conduit::transport::poll
