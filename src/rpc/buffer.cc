@@ -160,6 +160,13 @@ FrameReader::Event FrameReader::attach(ByteSource& src) {
       att_buf_fill_ += *r;
       continue;
     }
+    if (have == 0 && total > hold_bytes_) {
+      // Too big to hold as views of a lending transport's receive memory (shm's ring):
+      // read it straight into one buffer of its own (the transport's copy-out is then the
+      // only copy) instead of taking views first and copying them out later.
+      att_buf_ = memory::Slice::heap(total);
+      continue;
+    }
     const size_t before = att_.count();
     auto r = read_owned(src, att_, want);
     if (!r.ok()) {

@@ -14,9 +14,11 @@
 //                            Pool slices (the connection's pool()) are kept as they are.
 //                            Anything else is a view of the transport's receive memory: kept
 //                            in place while the frame is dispatched (Attachment::is_view)
-//                            if the attachment fits the hold cap; copied into private memory
-//                            as it arrives if it does not, or if the transport would-blocks
-//                            while views are held (its own hold limit).  After dispatch the
+//                            if the attachment fits the hold cap; one larger than the cap is
+//                            read() straight into a buffer of its own from the start (the
+//                            transport's copy-out is the only copy), and views are copied
+//                            into private memory if the transport would-blocks while they
+//                            are held (its own hold limit).  After dispatch the
 //                            views are dropped: the transport gets its space back.
 // Send (OutQueue): headers, metadata and bodies are serialised into a scratch block (one
 // iovec for many frames), attachments are referenced where they lie, and flush() hands
