@@ -13,23 +13,6 @@
 
 namespace conduit::kv {
 
-std::string_view appendfsync_name(AppendFsync f) {
-  switch (f) {
-    case AppendFsync::kAlways: return "always";
-    case AppendFsync::kEverysec: return "everysec";
-    case AppendFsync::kNo: return "no";
-  }
-  return "?";
-}
-
-bool parse_appendfsync(std::string_view s, AppendFsync* out) {
-  if (eq_nocase(s, "always")) *out = AppendFsync::kAlways;
-  else if (eq_nocase(s, "everysec")) *out = AppendFsync::kEverysec;
-  else if (eq_nocase(s, "no")) *out = AppendFsync::kNo;
-  else return false;
-  return true;
-}
-
 // Redis' memtoull: "100", "1k" (1000), "1kb" (1024), "1m", "1mb", "1g", "1gb".
 bool parse_memory_value(std::string_view s, uint64_t* out) {
   size_t i = 0;
