@@ -441,6 +441,7 @@ class ServerImpl {
   std::deque<std::string> prop_storage_;  // own(): cleared after each command
   std::vector<std::string_view> prop_args_;
   std::vector<std::pair<int, std::string>> extra_touched_;  // CommandContext::touched
+  std::vector<ClientConn*> monitors_;  // MONITOR clients
   // EXEC: the first write of a transaction feeds MULTI to the AOF, EXEC closes it, so a
   // transaction loads all or nothing.
   bool exec_active_ = false;
@@ -548,7 +549,6 @@ class ServerImpl {
   // Pub/sub and MONITOR.
   std::unordered_map<std::string, std::vector<ClientConn*>, StrHash, std::equal_to<>> channels_;
   std::vector<std::pair<std::string, ClientConn*>> patterns_;
-  std::vector<ClientConn*> monitors_;
   uint64_t lfu_clock_base_ = 0;
 
   // Rewrite child watch (worker 0's loop).

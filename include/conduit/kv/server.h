@@ -49,6 +49,19 @@ struct ServerOptionInfo {
   std::string_view doc;   // one line for --help
 };
 std::span<const ServerOptionInfo> server_option_list();
+// Redis 7.0 options conduit-kv accepts and reports without acting on them (encoding knobs,
+// replication, RDB, TLS ...), each with its default and why: docs and --help list them.
+struct RedisCompatOption {
+  std::string_view name;
+  std::string_view default_value;
+  std::string_view why;
+};
+std::span<const RedisCompatOption> redis_compat_options();
+// Reads a redis.conf-style text (directive args..., # comments, quoting as redis.conf) into
+// *o through the same table.  Returns "" or the fatal error (Redis' wording, with the line);
+// settings that switch on what conduit-kv lacks (save 900 1, notify-keyspace-events KEA)
+// are left off with a warning in *warnings.
+std::string load_config_text(ServerOptions* o, std::string_view text, std::vector<std::string>* warnings);
 // Sets option `name` of *o from text (also options CONFIG SET may not change: this is
 // for before Server::create).  Returns "" or why the value was refused (*o unchanged).
 std::string set_server_option(ServerOptions* o, std::string_view name, std::string_view value);
