@@ -14,6 +14,9 @@ packages=(
   # kv: libFuzzer for the RESP fuzz test; Debian's redis-cli/redis-benchmark/redis-server for
   # integration tests and comparisons; sockperf for the stream benchmark's peer
   clang libclang-rt-dev redis-tools redis-server sockperf
+  # memory-layer micro-benchmarks (bench/memory_micro.sh): Google Benchmark, mimalloc as a
+  # peer allocator; gnuplot draws the benchmark scripts' plots
+  libbenchmark-dev libmimalloc-dev gnuplot-nox
   # kv: strace shows the AOF fsync before each reply under appendfsync always (kv_fsync_order_test);
   # tcl runs Redis' own test suite against conduit-kv (kv_redis_suite; its source comes from
   # Debian's source package, fetched below); dpkg-dev unpacks it (apt-get source)

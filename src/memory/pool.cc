@@ -73,6 +73,15 @@ struct ThreadCache {
 thread_local ThreadCache t_cache;
 
 void release_pool_block(Storage* s) { static_cast<BlockPool*>(s->context)->release_block(s); }
+
+ThreadCache::PerPool* cache_of(BlockPool& p) {
+  if (ThreadCache::PerPool* tc = t_cache.find(p.id())) return tc;
+  const PoolOptions& o = p.options();
+  t_cache.pools.push_back({p.id(), p.weak_from_this(), std::vector<std::vector<Storage*>>(o.classes.size()), {}});
+  ThreadCache::PerPool* tc = &t_cache.pools.back();
+  for (size_t c : o.classes) tc->limits.push_back(std::max<size_t>(2, o.thread_cache_bytes / c));
+  return tc;
+}
 }  // namespace
 
 ThreadCache::~ThreadCache() {
@@ -98,7 +107,9 @@ Result<std::shared_ptr<BlockPool>> BlockPool::create(PoolOptions o) {
   if (o.region_bytes < 4096 || o.region_bytes % 4096 != 0)
     return Status(Code::kInvalidArgument, "memory pool: region_bytes must be a positive multiple of 4096");
   if (o.cap_bytes < o.region_bytes) return Status(Code::kInvalidArgument, "memory pool: cap_bytes below one region");
-  std::shared_ptr<BlockPool> p(new BlockPool(std::move(o)));
+  // The deleter does not delete while blocks are out (orphan()): a slice may outlive every
+  // shared_ptr to its pool, and the last one released then deletes it.
+  std::shared_ptr<BlockPool> p(new BlockPool(std::move(o)), [](BlockPool* b) { b->orphan(); });
   for (size_t c : p->options_.classes) {
     auto cs = std::make_unique<ClassState>();
     cs->block_size = c;
@@ -211,13 +222,14 @@ Result<BlockPool::Region*> BlockPool::map_region(size_t cls, size_t bytes) {
     s.owner = this;
     s.release = release_pool_block;
     s.context = this;
+    s.cls = cls < classes_.size() ? static_cast<uint8_t>(cls) : uint8_t{0xff};
   }
   Region* raw = reg.get();
   regions_.push_back(std::move(reg));
   return raw;
 }
 
-Result<detail::Storage*> BlockPool::take_shared(size_t cls) {
+Result<detail::Storage*> BlockPool::take_shared(size_t cls, std::vector<Storage*>* refill, size_t refill_max) {
   std::lock_guard<std::mutex> lock(mu_);
   ClassState& c = *classes_[cls];
   if (c.free.empty()) {
@@ -233,6 +245,11 @@ Result<detail::Storage*> BlockPool::take_shared(size_t cls) {
   }
   Storage* s = c.free.back();
   c.free.pop_back();
+  // A batch for the thread cache, so the next allocations on this thread take no lock.
+  while (refill != nullptr && refill->size() < refill_max && !c.free.empty()) {
+    refill->push_back(c.free.back());
+    c.free.pop_back();
+  }
   return s;
 }
 
@@ -244,39 +261,39 @@ Result<Slice> BlockPool::allocate(size_t size) {
   const int cls = class_of(size);
   if (cls < 0) return allocate_large(size);
   Storage* s = nullptr;
-  if (ThreadCache::PerPool* tc = t_cache.find(id_); tc && !tc->lists[cls].empty()) {
+  ThreadCache::PerPool* tc = cache_of(*this);
+  if (!tc->lists[cls].empty()) {
     s = tc->lists[cls].back();
     tc->lists[cls].pop_back();
     cache_hits_.fetch_add(1, std::memory_order_relaxed);
   } else {
     cache_misses_.fetch_add(1, std::memory_order_relaxed);
-    CONDUIT_ASSIGN_OR_RETURN(s, take_shared(static_cast<size_t>(cls)));
+    CONDUIT_ASSIGN_OR_RETURN(s, take_shared(static_cast<size_t>(cls), &tc->lists[cls], tc->limits[cls] / 2));
   }
   s->refs.store(1, std::memory_order_relaxed);
   note_in_use(s->capacity);
   return Slice(s, 0, size);
 }
 
-// The pool keeps itself alive while any block is out (self_), so a slice may outlive every
-// other reference to its pool: its release always finds the pool, and the last release
-// then lets it go.
+// Lifetime without a cost per block: the count of blocks out is kept anyway; when it
+// reaches zero after the last shared_ptr went (orphaned_), that release deletes the pool.
+// orphan() and the last release each check the other's store (sequentially consistent), so
+// exactly one of them sees both and deletes (deleting_ makes it exactly one).
 void BlockPool::note_in_use(size_t capacity) {
   bytes_in_use_.fetch_add(capacity, std::memory_order_relaxed);
-  if (in_use_blocks_.fetch_add(1, std::memory_order_acq_rel) == 0) {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!self_) self_ = shared_from_this();
-  }
+  in_use_blocks_.fetch_add(1, std::memory_order_relaxed);
 }
 
 void BlockPool::note_released(size_t capacity) {
   bytes_in_use_.fetch_sub(capacity, std::memory_order_relaxed);
-  if (in_use_blocks_.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
-  std::shared_ptr<BlockPool> last;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (in_use_blocks_.load(std::memory_order_acquire) == 0) last = std::move(self_);
-  }
-  // `last` may be the final reference: the pool is destroyed here, after every use of it.
+  if (in_use_blocks_.fetch_sub(1, std::memory_order_seq_cst) == 1 && orphaned_.load(std::memory_order_seq_cst) &&
+      !deleting_.exchange(true))
+    delete this;
+}
+
+void BlockPool::orphan() {
+  orphaned_.store(true, std::memory_order_seq_cst);
+  if (in_use_blocks_.load(std::memory_order_seq_cst) == 0 && !deleting_.exchange(true)) delete this;
 }
 
 Result<Slice> BlockPool::allocate_large(size_t size) {
@@ -309,9 +326,7 @@ Result<Chain> BlockPool::allocate_chain(size_t size, size_t max_block) {
 
 void BlockPool::release_block(Storage* s) {
   const size_t capacity = s->capacity;
-  // Which class?  Pool blocks' capacity is their class size; a large block's region is its own.
-  const int cls = class_of(capacity);
-  if (cls < 0 || options_.classes[cls] != capacity) {
+  if (s->cls == 0xff) {  // a large block: its region goes with it
     {
       std::lock_guard<std::mutex> lock(mu_);
       auto it = std::find_if(regions_.begin(), regions_.end(), [s](const auto& r) { return &r->blocks[0] == s; });
@@ -321,30 +336,38 @@ void BlockPool::release_block(Storage* s) {
       }
     }
     notify_waiters();
-  } else if (!cache_block(s, static_cast<size_t>(cls))) {
-    return_shared(s);
+  } else if (!cache_block(s, s->cls)) {
     if (pressure_.load(std::memory_order_acquire)) notify_waiters();
   }
-  note_released(capacity);  // last: it may destroy the pool
+  note_released(capacity);  // last: it may delete the pool
 }
 
+// Into this thread's cache; a full cache sends half of itself (and s) to the shared list
+// under one lock.  With waiters (pressure_), blocks go to the shared list at once, where
+// the waiter can get them.  Returns true if s stayed in the cache.
 bool BlockPool::cache_block(Storage* s, size_t cls) {
-  if (pressure_.load(std::memory_order_acquire)) return false;  // someone waits: make it visible
-  ThreadCache::PerPool* tc = t_cache.find(id_);
-  if (tc == nullptr) {
-    t_cache.pools.push_back({id_, weak_from_this(), std::vector<std::vector<Storage*>>(classes_.size()), {}});
-    tc = &t_cache.pools.back();
-    for (auto& c : classes_) tc->limits.push_back(std::max<size_t>(2, options_.thread_cache_bytes / c->block_size));
+  if (pressure_.load(std::memory_order_acquire)) {
+    return_shared(s);
+    return false;
   }
-  if (tc->lists[cls].size() >= tc->limits[cls]) return false;
-  tc->lists[cls].push_back(s);
-  return true;
+  ThreadCache::PerPool* tc = cache_of(*this);
+  std::vector<Storage*>& list = tc->lists[cls];
+  if (list.size() < tc->limits[cls]) {
+    list.push_back(s);
+    return true;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<Storage*>& shared = classes_[cls]->free;
+  shared.push_back(s);
+  const size_t keep = list.size() / 2;
+  shared.insert(shared.end(), list.begin() + static_cast<std::ptrdiff_t>(keep), list.end());
+  list.resize(keep);
+  return false;
 }
 
 void BlockPool::return_shared(Storage* s) {
-  const int cls = class_of(s->capacity);
   std::lock_guard<std::mutex> lock(mu_);
-  classes_[static_cast<size_t>(cls)]->free.push_back(s);
+  classes_[s->cls]->free.push_back(s);
 }
 
 void BlockPool::wait(MemoryWaiter* w) {

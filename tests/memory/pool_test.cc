@@ -155,12 +155,11 @@ TEST(BlockPool, ASliceKeepsItsPoolAliveAndTheLastOneLetsItGo) {
     s = std::move(*got);
     weak = pool;
   }
-  EXPECT_FALSE(weak.expired()) << "the block holds the pool";
-  EXPECT_EQ(reg->live(), 1u);
+  EXPECT_TRUE(weak.expired()) << "no shared_ptr is left...";
+  EXPECT_EQ(reg->live(), 1u) << "...but the pool lives on with its block: its region is still registered";
   std::memset(s.writable_data(), 1, s.size());
   s = Slice();
-  EXPECT_TRUE(weak.expired()) << "the last block let it go";
-  EXPECT_EQ(reg->live(), 0u) << "and its regions were deregistered";
+  EXPECT_EQ(reg->live(), 0u) << "the last block let the pool go, and its regions were deregistered";
 }
 
 TEST(BlockPool, ChainsOfBlocks) {

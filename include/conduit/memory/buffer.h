@@ -53,6 +53,7 @@ struct Storage {
   size_t capacity = 0;
   const RegionKeys* keys = nullptr;  // kMaxDomains entries, or null for unregistered memory
   uint32_t domains = 0;              // bit i: keys[i] is valid
+  uint8_t cls = 0xff;                // a pool block's size class (0xff: not a class block)
   const void* owner = nullptr;       // the pool (or transport area) this memory belongs to
   void (*release)(Storage*) = nullptr;  // runs when refs drops to 0
   void* context = nullptr;              // release's own data

@@ -114,7 +114,9 @@ class BlockPool : public std::enable_shared_from_this<BlockPool> {
 
  private:
   explicit BlockPool(PoolOptions options);
-  Result<detail::Storage*> take_shared(size_t cls);      // takes mu_
+  // One block of class `cls`, and up to `refill_max` more into *refill (a thread cache),
+  // under one lock.
+  Result<detail::Storage*> take_shared(size_t cls, std::vector<detail::Storage*>* refill, size_t refill_max);
   Result<Region*> map_region(size_t cls, size_t bytes);  // mu_ held
   Status register_region(Region& r);                     // mu_ held
   void unmap_region(Region& r);                          // mu_ held
@@ -123,7 +125,8 @@ class BlockPool : public std::enable_shared_from_this<BlockPool> {
   int class_of(size_t size) const;
   bool cache_block(detail::Storage* s, size_t cls);
   void note_in_use(size_t capacity);
-  void note_released(size_t capacity);  // may destroy the pool (the last block)
+  void note_released(size_t capacity);  // may destroy the pool (the last block of an orphan)
+  void orphan();                        // the last shared_ptr went: delete now or with the last block
 
   PoolOptions options_;
   uint64_t id_;
@@ -138,7 +141,10 @@ class BlockPool : public std::enable_shared_from_this<BlockPool> {
   std::atomic<size_t> bytes_in_use_{0};
   std::atomic<uint64_t> cache_hits_{0}, cache_misses_{0}, would_block_{0};
   uint64_t registrations_ = 0, register_ns_ = 0;
-  std::shared_ptr<BlockPool> self_;  // set while any block is out
+  // Set when the last shared_ptr went while blocks were out: the last release deletes the
+  // pool.  (Checked with one load when the count of blocks out reaches zero.)
+  std::atomic<bool> orphaned_{false};
+  std::atomic<bool> deleting_{false};
 };
 
 }  // namespace conduit::memory

@@ -131,6 +131,12 @@ class AutoConnection final : public Connection {
       CONDUIT_LOG(kInfo) << "auto://" << ep_.address << ": using RDMA";
       return finish(s);
     }
+    if (s.code() == Code::kResourceExhausted) {
+      // The RDMA listener exists and refused (admission, or too many handshakes): that is
+      // the server's decision, not a missing path; falling back to TCP would bypass it.
+      error_ = s;
+      return finish(s);
+    }
     fallback_reason_ = s.to_string();
     // Called from inside the RDMA connection: let it unwind before it is destroyed.
     loop_.destroy_later(std::move(inner_));

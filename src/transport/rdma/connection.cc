@@ -330,8 +330,14 @@ void RdmaConnection::on_cm_event(CmEvent& ev) {
     case RDMA_CM_EVENT_TIMEWAIT_EXIT:
       return;
     case RDMA_CM_EVENT_REJECTED:
-      fail(Status(Code::kUnavailable, "rdma connect to " + peer_ + ": rejected (no RDMA listener, or it is full)",
-                  DetailKind::kCmEvent, ev.status));
+      if (auto why = decode_refusal(ev.private_data)) {
+        fail(Status(Code::kResourceExhausted,
+                    "rdma connect to " + peer_ + ": refused by the listener: " + std::string(refusal_name(*why)),
+                    DetailKind::kCmEvent, ev.status));
+      } else {
+        fail(Status(Code::kUnavailable, "rdma connect to " + peer_ + ": rejected (no RDMA listener there)",
+                    DetailKind::kCmEvent, ev.status));
+      }
       return;
     case RDMA_CM_EVENT_DEVICE_REMOVAL:
       fail(Status(Code::kUnavailable, "rdma: device removed"));

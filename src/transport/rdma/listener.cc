@@ -53,7 +53,9 @@ class RdmaListener final : public Listener, public CmSink {
                            << " handshakes in progress (max_handshakes=" << options_.max_handshakes << ")";
       else
         CONDUIT_LOG(kDebug) << "rdma: connection from " << peer << " not admitted";
-      (void)ev.new_id->reject();
+      uint8_t why[kRefusalSize];
+      encode_refusal(full ? Refusal::kHandshakesFull : Refusal::kNotAdmitted, why);
+      (void)ev.new_id->reject(why);
       return;
     }
     auto conn = RdmaConnection::start_accept(ctx_, ev, options_);

@@ -95,4 +95,32 @@ std::string CtrlMsg::to_string() const {
   return s;
 }
 
+void encode_refusal(Refusal why, uint8_t (&out)[kRefusalSize]) {
+  std::memset(out, 0, sizeof out);
+  out[0] = static_cast<uint8_t>(kRefusalMagic >> 24);
+  out[1] = static_cast<uint8_t>(kRefusalMagic >> 16);
+  out[2] = static_cast<uint8_t>(kRefusalMagic >> 8);
+  out[3] = static_cast<uint8_t>(kRefusalMagic);
+  out[4] = static_cast<uint8_t>(why);
+}
+
+std::optional<Refusal> decode_refusal(std::span<const uint8_t> pd) {
+  if (pd.size() < kRefusalSize) return std::nullopt;
+  const uint32_t magic = uint32_t{pd[0]} << 24 | uint32_t{pd[1]} << 16 | uint32_t{pd[2]} << 8 | pd[3];
+  if (magic != kRefusalMagic) return std::nullopt;
+  if (pd[4] != static_cast<uint8_t>(Refusal::kHandshakesFull) && pd[4] != static_cast<uint8_t>(Refusal::kNotAdmitted))
+    return std::nullopt;
+  return static_cast<Refusal>(pd[4]);
+}
+
+std::string_view refusal_name(Refusal why) {
+  switch (why) {
+    case Refusal::kHandshakesFull:
+      return "too many handshakes in progress (max_handshakes)";
+    case Refusal::kNotAdmitted:
+      return "not admitted";
+  }
+  return "refused";
+}
+
 }  // namespace conduit::transport::rdma

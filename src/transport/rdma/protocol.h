@@ -12,6 +12,11 @@
 //   Credit (0x8001, Conduit ring extension; only after kFeatureRing was negotiated)
 //     0  u16 opcode | 2..23 reserved | 24 u64 bytes consumed since the last Credit
 //
+// Refusal (Conduit extension, private data of rdma_reject, 8 bytes; not a control message)
+//     0  u32 magic 'CDRJ' | 4 u8 reason (1 = handshakes full, 2 = not admitted) | 5..7 reserved
+//   A client that finds it reports kResourceExhausted (the listener exists and said no);
+//   any other reject is kUnavailable (no listener, or a peer that is not Conduit).
+//
 // Conduit's own opcodes start at 0x8000, clear of any the Valkey protocol may add.
 //
 // Version: the protocol has no version field; capabilities beyond the baseline are
@@ -22,6 +27,8 @@
 
 #include <cstdint>
 #include <cstring>
+#include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -98,5 +105,14 @@ struct CtrlMsg {
   static Result<CtrlMsg> decode(const uint8_t* in, uint32_t byte_len);
   std::string to_string() const;
 };
+
+// Why a listener refused a connection request (the Refusal record above).
+enum class Refusal : uint8_t { kHandshakesFull = 1, kNotAdmitted = 2 };
+inline constexpr size_t kRefusalSize = 8;
+inline constexpr uint32_t kRefusalMagic = 0x4344524a;  // "CDRJ"
+void encode_refusal(Refusal why, uint8_t (&out)[kRefusalSize]);
+// The reason carried by a reject's private data, or nullopt when it is not a Refusal.
+std::optional<Refusal> decode_refusal(std::span<const uint8_t> private_data);
+std::string_view refusal_name(Refusal why);
 
 }  // namespace conduit::transport::rdma

@@ -29,7 +29,7 @@ struct QpResources {
   // Application slices posted from (write_owned), with the tracker sequence of their WR:
   // released once a completion covers it -- or with these resources, after the QP is gone.
   std::deque<std::pair<uint64_t, memory::Slice>> sent_from;
-  std::unique_ptr<verbs::MemoryWindow> mw;  // scope=mw: the peer's only key to rx
+  std::unique_ptr<verbs::MemoryWindow> mw;  // scope=mw: the peer's only key to rx (freed before the QP)
   uint32_t rx_rkey = 0;                     // what RegisterXferMemory advertises
   std::unique_ptr<verbs::CmId> id;
   std::unique_ptr<verbs::SignalTracker> tracker;
@@ -42,8 +42,11 @@ struct QpResources {
   QpResources& operator=(const QpResources&) = delete;
   ~QpResources() {
     if (id) id->set_user_data(nullptr);
-    // QP first: after that no completion of it can reach the pool's CQ, and the pool takes
-    // back the slots of those still queued.
+    // The window before its QP: a window bound to a QP holds a reference on it, and rxe's
+    // destroy_qp waits for every reference -- destroying the QP first hangs in the kernel.
+    mw.reset();
+    // Then the QP: after that no completion of it can reach the pool's CQ, and the pool
+    // takes back the slots of those still queued.
     id.reset();
     if (srq_attached) srq->detach(qpn);
   }
