@@ -7,8 +7,8 @@
 // -- serve_ready_keys() runs the blocked command again for each waiter in order, under the
 // same lock, so the waiter gets the element the write produced (a BLPOP served by an LPUSH
 // sees it before any other client's command).  A re-run that still finds nothing keeps the
-// client blocked; one that finds a wrong type replies WRONGTYPE and unblocks it (a key
-// that changes type); a deleted key leaves its waiters blocked (nothing to pop), as Redis.
+// client blocked; a key of another type serves nobody and a deleted key leaves its waiters
+// blocked (nothing to pop), as Redis 7.0.
 //
 // The reply of a served client is written into its inbox (under the lock) and its worker
 // sends it: with io-threads the push may run on another thread than the waiter's.
@@ -104,6 +104,14 @@ void ServerImpl::unblock(ClientState& c, bool timed_out, std::string_view error)
   resume_held_later(conn);
 }
 
+// The type a blocked command pops from: its command group's.
+Type ServerImpl::blocked_on_type(const BlockState& b) {
+  const std::string_view group = b.entry->def->group;
+  if (group == "sorted_set") return Type::kZSet;
+  if (group == "stream") return Type::kStream;
+  return Type::kList;
+}
+
 void ServerImpl::serve_blocked_client(ClientConn* c) {
   ClientState& st = c->state;
   BlockState* b = st.blocked.get();
@@ -134,6 +142,9 @@ void ServerImpl::serve_ready_keys() {
         Entry* e = db(d).find(key);
         if (e == nullptr || (e->expire_ms >= 0 && e->expire_ms < now_ms())) break;  // consumed or gone
         if (!c->blocked || c->conn == nullptr || c->conn->closed) continue;
+        // As Redis 7.0: a key of another type (LPUSH, DEL, SET in one EXEC) serves nobody;
+        // its waiters stay blocked until it is a list (sorted set, stream) again.
+        if (e->type != blocked_on_type(*c->blocked)) break;
         serve_blocked_client(c->conn);
       }
     }

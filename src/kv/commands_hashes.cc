@@ -163,6 +163,7 @@ void hincrby_cmd(CommandContext& ctx) {
 void hincrbyfloat_cmd(CommandContext& ctx) {
   long double by;
   if (!string2ld(ctx.arg(3), &by)) return ctx.error(kNotFloat);
+  if (std::isinf(by)) return ctx.error("ERR value is NaN or Infinity");  // Redis 7.0's check of the increment
   Entry* e = get_or_create(ctx, ctx.arg(1), Type::kHash);
   if (e == nullptr) return;
   auto& f = e->hash_v->fields;
@@ -203,6 +204,8 @@ void hrandfield_cmd(CommandContext& ctx) {
   int64_t count = 1;
   if (with_count) {
     if (!get_ll(ctx, ctx.arg(2), &count)) return;
+    // As Redis: -LONG_MAX .. LONG_MAX (the count is negated below).
+    if (count == INT64_MIN) return ctx.error("ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807");
     if (count < -INT64_MAX / 2 && withvalues) return ctx.error("ERR value is out of range");
   }
   bool failed;

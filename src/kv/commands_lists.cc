@@ -229,18 +229,18 @@ bool parse_where(std::string_view s, bool* left) {
 }
 
 // Moves one element from src (left/right) to dst (left/right).  Replies the element, or
-// null when src is empty/absent (*empty set).  WRONGTYPE on either key, before anything moves.
+// null when src is absent (*empty set).  WRONGTYPE on either key, before anything moves.
 void lmove_generic(CommandContext& ctx, std::string_view src, std::string_view dst, bool from_left, bool to_left,
                    bool* empty) {
   *empty = false;
   Entry* s = lookup_write(ctx, src);
   if (s != nullptr && !check_type(ctx, s, Type::kList)) return;
-  Entry* d = lookup_write(ctx, dst);
-  if (d != nullptr && !check_type(ctx, d, Type::kList)) return;
-  if (s == nullptr) {
+  if (s == nullptr) {  // as Redis: an absent source answers null before dst's type is looked at
     *empty = true;
     return;
   }
+  Entry* d = lookup_write(ctx, dst);
+  if (d != nullptr && !check_type(ctx, d, Type::kList)) return;
   auto& from = s->list->items;
   std::string v = from_left ? std::move(from.front()) : std::move(from.back());
   if (from_left) from.pop_front();

@@ -117,6 +117,8 @@ void srandmember_cmd(CommandContext& ctx) {
   const bool with_count = ctx.argc() == 3;
   int64_t count = 1;
   if (with_count && !get_ll(ctx, ctx.arg(2), &count)) return;
+  // As Redis: -LONG_MAX .. LONG_MAX (the count is negated below).
+  if (count == INT64_MIN) return ctx.error("ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807");
   Entry* e = lookup_read(ctx, ctx.arg(1));
   if (e == nullptr) return with_count ? ctx.reply.array(0) : ctx.reply.null();
   if (!check_type(ctx, e, Type::kSet)) return;

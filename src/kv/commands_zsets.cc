@@ -625,6 +625,8 @@ void zrandmember_cmd(CommandContext& ctx) {
   int64_t count = 1;
   if (with_count) {
     if (!get_ll(ctx, ctx.arg(2), &count)) return;
+    // As Redis: -LONG_MAX .. LONG_MAX (the count is negated below).
+    if (count == INT64_MIN) return ctx.error("ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807");
     if (count < -INT64_MAX / 2 && withscores) return ctx.error("ERR value is out of range");
   }
   bool failed;

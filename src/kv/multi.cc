@@ -175,7 +175,7 @@ constexpr uint32_t kF = kCmdFast, kL = kCmdLoading, kS = kCmdStale, kNS = kCmdNo
 
 const CommandDef kCommands[] = {
     {"multi", multi_cmd, 1, kF | kL | kS | kNS | kB, 0, 0, 0, "transactions", "Starts a transaction.", "1.2.0"},
-    {"exec", exec_cmd, 1, kL | kS | kNS | kCmdSkipMonitor, 0, 0, 0, "transactions", "Executes all commands in a transaction.", "1.2.0"},
+    {"exec", exec_cmd, 1, kL | kS | kNS, 0, 0, 0, "transactions", "Executes all commands in a transaction.", "1.2.0"},
     {"discard", discard_cmd, 1, kF | kL | kS | kNS | kB, 0, 0, 0, "transactions", "Discards a transaction.", "2.0.0"},
     {"watch", watch_cmd, -2, kF | kL | kS | kNS | kB, 1, -1, 1, "transactions", "Monitors changes to keys to determine the execution of a transaction.", "2.2.0"},
     {"unwatch", unwatch_cmd, 1, kF | kL | kS | kNS | kB, 0, 0, 0, "transactions", "Forgets about watched keys of a transaction.", "2.2.0"},

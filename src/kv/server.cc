@@ -35,6 +35,8 @@ std::string host_for_url(const std::string& host) {
 ServerImpl::ServerImpl(reactor::EventLoop& loop, const ServerOptions& options) : options_(options), loop_(loop) {
   for (uint32_t i = 0; i < std::max<uint32_t>(options_.databases, 1); ++i)
     dbs_.push_back(std::make_unique<Database>(static_cast<int>(i)));
+  watched_keys_.resize(dbs_.size());   // WATCH (multi.cc), per database
+  blocking_keys_.resize(dbs_.size());  // blocked clients (blocking.cc), per database
   build_command_table();
   rewrite_watch_.s = this;
   uint64_t seed = 0;
@@ -418,7 +420,6 @@ bool ServerImpl::execute(ClientState& client, std::span<const std::string_view> 
     client.paused_waiting = client.conn != nullptr;
     return client.conn == nullptr;  // the AOF loader is never paused (paused_for says so)
   }
-  if (!monitors_.empty() && !loading_ && (cmd->flags & (kCmdSkipMonitor | kCmdAdmin)) == 0) feed_monitors(client, argv);
   call(client, entry, argv, reply);
   if (!ready_keys_.empty() && !client.in_exec && !serving_ready_) serve_ready_keys();
   return true;
@@ -458,6 +459,11 @@ bool ServerImpl::call(ClientState& client, CommandEntry* entry, std::span<const 
   }
   for (const auto& [d, k] : extra_touched_) signal_key(d, k);
   extra_touched_.clear();
+  // As Redis 7.0's call(): MONITOR sees a command once it ran, so the commands of an EXEC
+  // come between MULTI and EXEC (queued ones are not shown when queued); a blocked
+  // command tried again for its waiter is not shown twice.
+  if (!monitors_.empty() && !loading_ && serving_client_ != &client && (cmd->flags & (kCmdSkipMonitor | kCmdAdmin)) == 0)
+    feed_monitors(client, argv);
   const uint64_t us = (monotonic_ns() - t0) / 1000;
   if (!ctx.blocked) {
     ++entry->stats.calls;
@@ -474,6 +480,8 @@ bool ServerImpl::call(ClientState& client, CommandEntry* entry, std::span<const 
   }
   if (saved != nullptr) {
     reply.set_buffer(saved);
+    // CLIENT REPLY ON answers OK although replies were off when it started.
+    if (client.reply_mode == ReplyMode::kOn) saved->append(discard.data(), discard.size());
     if (client.reply_mode == ReplyMode::kSkipThis) client.reply_mode = ReplyMode::kOn;
   }
   if (ctx.rewritten) {

@@ -503,6 +503,7 @@ class ServerImpl {
   uint64_t net_output_bytes() const;
   void arm_block_timer(ClientConn* c);
   void serve_blocked_client(ClientConn* c);
+  static Type blocked_on_type(const BlockState& b);
   uint64_t pubsub_budget(const ClientConn* c) const;
 
   std::vector<std::unique_ptr<Database>> dbs_;
