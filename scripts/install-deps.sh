@@ -17,14 +17,43 @@ packages=(
   # memory-layer micro-benchmarks (bench/memory_micro.sh): Google Benchmark, mimalloc as a
   # peer allocator; gnuplot draws the benchmark scripts' plots
   libbenchmark-dev libmimalloc-dev gnuplot-nox
-  # kv: strace shows the AOF fsync before each reply under appendfsync always (kv_fsync_order_test)
-  strace
+  # kv: strace shows the AOF fsync before each reply under appendfsync always (kv_fsync_order_test);
+  # tcl runs Redis' own test suite against conduit-kv (kv_redis_suite; its source comes from
+  # Debian's source package, fetched below); dpkg-dev unpacks it (apt-get source)
+  strace tcl dpkg-dev
   # rpc: protobuf (generic services, JSON mapping, libprotoc for conduit-rpc --proto); gRPC
   # C++ for the comparison peer (bench/rpc_vs_grpc.sh); gnuplot for the benchmark plots
   libprotobuf-dev libprotoc-dev protobuf-compiler libgrpc++-dev protobuf-compiler-grpc gnuplot-nox
   # Soft-RoCE testbed: qemu guest booting Debian's kernel with a busybox initramfs
   qemu-system-x86 busybox-static kmod iproute2 cpio xz-utils zstd procps
 )
+
+SUDO=""
+if [[ $(id -u) -ne 0 ]]; then SUDO=sudo; fi
+
+# Redis' TCL test suite is in Debian's source package of redis (kv_redis_suite): apt-get
+# source needs deb-src entries.  Added once, mirroring the binary entries this machine has.
+deb_src=/etc/apt/sources.list.d/conduit-deb-src.sources
+need_update=0
+if [[ ! -e $deb_src ]] && ! grep -rqsE '^(Types:.*deb-src|deb-src )' /etc/apt/sources.list /etc/apt/sources.list.d/; then
+  src=""
+  for f in /etc/apt/sources.list.d/*.sources; do
+    [[ -e $f ]] && grep -q 'debian' "$f" && src+=$(sed -E 's/^Types:.*/Types: deb-src/' "$f")$'\n\n'
+  done
+  if [[ -z $src && -e /etc/apt/sources.list ]]; then
+    # One-line format: turn the Debian "deb" lines into deb822 deb-src stanzas.
+    while read -r _ uri suite comps; do
+      src+="Types: deb-src"$'\n'"URIs: $uri"$'\n'"Suites: $suite"$'\n'"Components: $comps"$'\n\n'
+    done < <(grep -E '^deb +[^[]*debian' /etc/apt/sources.list)
+  fi
+  if [[ -n $src ]]; then
+    echo "install-deps: adding deb-src entries ($deb_src) for Redis' test suite"
+    printf '%s' "$src" | $SUDO tee "$deb_src" >/dev/null
+    need_update=1
+  else
+    echo "install-deps: warning: no Debian apt source found to derive a deb-src entry from" >&2
+  fi
+fi
 
 missing=()
 for p in "${packages[@]}"; do
@@ -33,15 +62,16 @@ for p in "${packages[@]}"; do
   fi
 done
 
+export DEBIAN_FRONTEND=noninteractive
 if ((${#missing[@]} == 0)); then
   echo "install-deps: all ${#packages[@]} packages present"
-  exit 0
+  if ((need_update)); then $SUDO apt-get update -qq; fi
+else
+  echo "install-deps: installing ${missing[*]}"
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-SUDO=""
-if [[ $(id -u) -ne 0 ]]; then SUDO=sudo; fi
-echo "install-deps: installing ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+# The source of the installed redis-server's version, for its tests (cached).
+bash "$(dirname "$0")/../tests/kv/redis_suite/fetch.sh"
 echo "install-deps: done"

@@ -11,8 +11,26 @@
 #include <cstring>
 
 #include "conduit/base/log.h"
+#include "text.h"
 
 namespace conduit::kv {
+
+std::string_view appendfsync_name(AppendFsync f) {
+  switch (f) {
+    case AppendFsync::kAlways: return "always";
+    case AppendFsync::kEverysec: return "everysec";
+    case AppendFsync::kNo: return "no";
+  }
+  return "?";
+}
+
+bool parse_appendfsync(std::string_view s, AppendFsync* out) {
+  if (eq_nocase(s, "always")) *out = AppendFsync::kAlways;
+  else if (eq_nocase(s, "everysec")) *out = AppendFsync::kEverysec;
+  else if (eq_nocase(s, "no")) *out = AppendFsync::kNo;
+  else return false;
+  return true;
+}
 
 namespace {
 
@@ -136,13 +154,13 @@ void Aof::append_select(ByteBuffer* b, int db) {
 }
 
 void Aof::feed(int db, std::span<const std::string_view> args) {
-  if (db != selected_db_) {
+  if (db >= 0 && db != selected_db_) {
     append_select(&buf_, db);
     selected_db_ = db;
   }
   append_command(&buf_, args);
   if (child_pid_ > 0) {
-    if (db != rewrite_selected_db_) {
+    if (db >= 0 && db != rewrite_selected_db_) {
       append_select(&rewrite_buf_, db);
       rewrite_selected_db_ = db;
     }

@@ -49,7 +49,8 @@ namespace conduit::kv {
 struct AofLoadResult {
   uint64_t commands = 0;
   uint64_t bytes = 0;           // valid bytes (the file's new size if it was truncated)
-  uint64_t truncated_bytes = 0; // torn tail dropped
+  uint64_t truncated_bytes = 0; // torn tail dropped (and an unfinished transaction)
+  bool reverted_transaction = false;  // the file ended inside MULTI ... EXEC: cut back to MULTI
 };
 
 // exec runs one command and returns OK, or the error the command replied.

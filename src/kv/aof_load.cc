@@ -29,6 +29,7 @@
 #include <cstring>
 
 #include "aof.h"
+#include "text.h"
 #include "conduit/base/log.h"
 
 namespace conduit::kv {
@@ -204,6 +205,10 @@ Result<AofLoadResult> load_aof(const std::string& path, bool allow_truncated_tai
     return Status(Code::kProtocolError, describe_damage(path, at, r.commands, why, bytes, rs, size));
   };
   bool incomplete = false;  // the record at `offset` cannot be completed from the file
+  // A transaction (MULTI ... EXEC, how EXEC propagates) open at the end of the file was cut
+  // short by a crash: none of it ran, and the file is cut back to its MULTI (Redis'
+  // "Revert incomplete MULTI/EXEC transaction").
+  int64_t multi_offset = -1;
   while (!incomplete) {
     while (!buf.empty()) {
       if (!parser.in_progress() && buf.data()[0] != '*')
@@ -230,6 +235,11 @@ Result<AofLoadResult> load_aof(const std::string& path, bool allow_truncated_tai
                                       : ""));
         }
         ++r.commands;
+        const std::string_view name = parser.args()[0];
+        if (name.size() == 5 && (name[0] == 'M' || name[0] == 'm') && eq_nocase(name, "multi"))
+          multi_offset = static_cast<int64_t>(offset);
+        else if (name.size() == 4 && eq_nocase(name, "exec"))
+          multi_offset = -1;
       }
       buf.consume(consumed);
       offset += consumed;
@@ -243,7 +253,23 @@ Result<AofLoadResult> load_aof(const std::string& path, bool allow_truncated_tai
     read_pos += got;
   }
   r.bytes = offset;
-  if (offset == size) return r;
+  auto revert_multi = [&]() -> Result<AofLoadResult> {
+    if (multi_offset < 0) return r;
+    if (!allow_truncated_tail)
+      return Status(Code::kProtocolError,
+                    "the append-only file " + path + " ends inside a MULTI/EXEC transaction (MULTI at offset " +
+                        std::to_string(multi_offset) + ", no EXEC): a crash while it was written. aof-load-truncated "
+                        "is off, so it is not loaded; start with --aof-load-truncated yes to drop that transaction");
+    CONDUIT_LOG(kWarn) << "aof: " << path << " ends inside a MULTI/EXEC transaction (MULTI at offset " << multi_offset
+                       << "): reverting it (none of it ran) and truncating the file there";
+    if (::truncate(path.c_str(), static_cast<off_t>(multi_offset)) != 0)
+      return Status::FromErrnoAuto(errno, "aof: truncate " + path + " to " + std::to_string(multi_offset));
+    r.truncated_bytes += r.bytes - static_cast<uint64_t>(multi_offset);
+    r.bytes = static_cast<uint64_t>(multi_offset);
+    r.reverted_transaction = true;
+    return r;
+  };
+  if (offset == size) return revert_multi();
   // An incomplete last record: a torn tail only if nothing readable follows it.
   const Resync rs = find_resync(fd.get(), offset, size);
   const std::string bytes = preview(buf.data(), buf.size());
@@ -262,7 +288,7 @@ Result<AofLoadResult> load_aof(const std::string& path, bool allow_truncated_tai
                      << " bytes at offset " << offset << ", probably a crash mid-write): dropping it and truncating the file";
   if (::truncate(path.c_str(), static_cast<off_t>(offset)) != 0)
     return Status::FromErrnoAuto(errno, "aof: truncate " + path + " to " + std::to_string(offset));
-  return r;
+  return revert_multi();
 }
 
 }  // namespace conduit::kv

@@ -1,4 +1,4 @@
-// Strings and keyspace commands.  Replies and errors follow Redis 7.0.
+// Keyspace commands (DEL EXPIRE SCAN COPY MOVE OBJECT ...).  Replies and errors follow Redis 7.0.
 #include <algorithm>
 #include <climits>
 #include <cmath>
@@ -9,334 +9,9 @@
 
 namespace conduit::kv {
 
-// --- shared helpers -------------------------------------------------------------------------
-
-void CommandContext::propagate_as(std::initializer_list<std::string_view> args) {
-  propagate_as(std::span<const std::string_view>(args.begin(), args.size()));
-}
-
-void CommandContext::propagate_as(std::span<const std::string_view> args) {
-  server.prop_args_.assign(args.begin(), args.end());
-  rewritten = true;
-}
-
-void CommandContext::also_propagate(std::span<const std::string_view> args) {
-  server.propagate(db->index(), args);
-  propagated = true;
-}
-
-std::string_view CommandContext::own(std::string s) {
-  server.prop_storage_.push_back(std::move(s));  // a deque: earlier views stay valid
-  return server.prop_storage_.back();
-}
-
-Entry* lookup_read(CommandContext& ctx, std::string_view key) {
-  Entry* e = ctx.server.lookup(*ctx.db, key);
-  if (e != nullptr)
-    ++ctx.server.stats_.keyspace_hits;
-  else
-    ++ctx.server.stats_.keyspace_misses;
-  return e;
-}
-
-Entry* lookup_write(CommandContext& ctx, std::string_view key) { return ctx.server.lookup(*ctx.db, key); }
-
-bool check_type(CommandContext& ctx, const Entry* e, Type t) {
-  if (e->type == t) return true;
-  ctx.error(kWrongType);
-  return false;
-}
-
-bool get_ll(CommandContext& ctx, std::string_view s, int64_t* out, std::string_view err) {
-  if (string2ll(s, out)) return true;
-  ctx.error(err);
-  return false;
-}
-
-bool get_double(CommandContext& ctx, std::string_view s, double* out, std::string_view err) {
-  if (string2d(s, out)) return true;
-  ctx.error(err);
-  return false;
-}
-
-bool eq_nocase(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i)
-    if (std::tolower(static_cast<unsigned char>(a[i])) != std::tolower(static_cast<unsigned char>(b[i]))) return false;
-  return true;
-}
-
-std::string wrong_args(std::string_view cmd) { return "ERR wrong number of arguments for '" + std::string(cmd) + "' command"; }
-
-void delete_entry(CommandContext& ctx, Entry* e) { ctx.db->remove(e); }
-
 namespace {
 
 std::string invalid_expire(std::string_view cmd) { return "ERR invalid expire time in '" + std::string(cmd) + "' command"; }
-
-// Stores a string under key (replacing any value of any type).  keep_ttl keeps the
-// key's expiry; otherwise the key becomes persistent.
-Entry* store_string(CommandContext& ctx, Entry* e, std::string_view key, std::string_view value, bool keep_ttl) {
-  if (e == nullptr) {
-    e = ctx.db->add(key);
-  } else {
-    if (e->type != Type::kString) e->clear_value();
-    if (!keep_ttl) ctx.db->persist(e);
-  }
-  e->str.assign(value.data(), value.size());
-  return e;
-}
-
-void reply_bulk_or_null(CommandContext& ctx, const Entry* e) {
-  if (e == nullptr)
-    ctx.reply.null();
-  else
-    ctx.reply.bulk(e->str);
-}
-
-// --- strings ----------------------------------------------------------------------------------
-
-void get_cmd(CommandContext& ctx) {
-  Entry* e = lookup_read(ctx, ctx.arg(1));
-  if (e == nullptr) return ctx.reply.null();
-  if (!check_type(ctx, e, Type::kString)) return;
-  ctx.reply.bulk(e->str);
-}
-
-enum SetFlags : unsigned { kNX = 1, kXX = 2, kGET = 4, kKEEPTTL = 8, kEX = 16, kPX = 32, kEXAT = 64, kPXAT = 128 };
-
-void set_cmd(CommandContext& ctx) {
-  unsigned flags = 0;
-  std::string_view expire_arg;
-  for (size_t j = 3; j < ctx.argc(); ++j) {
-    const std::string_view o = ctx.arg(j);
-    const bool has_next = j + 1 < ctx.argc();
-    if (eq_nocase(o, "nx") && !(flags & kXX)) {
-      flags |= kNX;
-    } else if (eq_nocase(o, "xx") && !(flags & kNX)) {
-      flags |= kXX;
-    } else if (eq_nocase(o, "get")) {
-      flags |= kGET;
-    } else if (eq_nocase(o, "keepttl") && !(flags & (kEX | kPX | kEXAT | kPXAT))) {
-      flags |= kKEEPTTL;
-    } else if (eq_nocase(o, "ex") && !(flags & (kKEEPTTL | kPX | kEXAT | kPXAT)) && has_next) {
-      flags |= kEX;
-      expire_arg = ctx.arg(++j);
-    } else if (eq_nocase(o, "px") && !(flags & (kKEEPTTL | kEX | kEXAT | kPXAT)) && has_next) {
-      flags |= kPX;
-      expire_arg = ctx.arg(++j);
-    } else if (eq_nocase(o, "exat") && !(flags & (kKEEPTTL | kEX | kPX | kPXAT)) && has_next) {
-      flags |= kEXAT;
-      expire_arg = ctx.arg(++j);
-    } else if (eq_nocase(o, "pxat") && !(flags & (kKEEPTTL | kEX | kPX | kEXAT)) && has_next) {
-      flags |= kPXAT;
-      expire_arg = ctx.arg(++j);
-    } else {
-      return ctx.error(kSyntaxError);
-    }
-  }
-  int64_t when = -1;
-  if (flags & (kEX | kPX | kEXAT | kPXAT)) {
-    int64_t v;
-    if (!get_ll(ctx, expire_arg, &v)) return;
-    const bool seconds = (flags & (kEX | kEXAT)) != 0;
-    if (v <= 0 || !expiry_ms(v, seconds ? 1000 : 1, (flags & (kEX | kPX)) ? ctx.now_ms() : 0, &when))
-      return ctx.error(invalid_expire("set"));
-  }
-  const std::string_view key = ctx.arg(1);
-  Entry* e = lookup_write(ctx, key);
-  if (flags & kGET) {
-    if (e != nullptr && e->type != Type::kString) return ctx.error(kWrongType);
-    reply_bulk_or_null(ctx, e);
-  }
-  if (((flags & kNX) && e != nullptr) || ((flags & kXX) && e == nullptr)) {
-    if (!(flags & kGET)) ctx.reply.null();
-    return;
-  }
-  // Under GET, the old value was copied into the reply already.
-  e = store_string(ctx, e, key, ctx.arg(2), (flags & kKEEPTTL) != 0);
-  ++ctx.dirty;
-  if (when >= 0) {
-    if (when <= ctx.now_ms() && !ctx.server.loading()) {
-      // Already expired (an absolute time in the past): the key simply goes away.
-      ctx.db->remove(e);
-      ctx.propagate_as({"DEL", key});
-    } else {
-      ctx.db->set_expire(e, when);
-      char buf[24];
-      const size_t n = ll2string(buf, when);
-      ctx.propagate_as({"SET", key, ctx.arg(2), "PXAT", ctx.own(std::string(buf, n))});
-    }
-  } else if (flags & (kGET | kNX | kXX)) {
-    if (flags & kKEEPTTL)
-      ctx.propagate_as({"SET", key, ctx.arg(2), "KEEPTTL"});
-    else
-      ctx.propagate_as({"SET", key, ctx.arg(2)});
-  }
-  if (!(flags & kGET)) ctx.reply.ok();
-}
-
-void setnx_cmd(CommandContext& ctx) {
-  Entry* e = lookup_write(ctx, ctx.arg(1));
-  if (e != nullptr) return ctx.reply.integer(0);
-  store_string(ctx, nullptr, ctx.arg(1), ctx.arg(2), false);
-  ++ctx.dirty;
-  ctx.reply.integer(1);
-}
-
-void setex_generic(CommandContext& ctx, bool seconds) {
-  int64_t v;
-  if (!get_ll(ctx, ctx.arg(2), &v)) return;
-  const std::string_view name = seconds ? "setex" : "psetex";
-  if (v <= 0 || !expiry_ms(v, seconds ? 1000 : 1, ctx.now_ms(), &v)) return ctx.error(invalid_expire(name));
-  Entry* e = store_string(ctx, lookup_write(ctx, ctx.arg(1)), ctx.arg(1), ctx.arg(3), false);
-  ctx.db->set_expire(e, v);
-  ++ctx.dirty;
-  char buf[24];
-  const size_t n = ll2string(buf, v);
-  ctx.propagate_as({"SET", ctx.arg(1), ctx.arg(3), "PXAT", ctx.own(std::string(buf, n))});
-  ctx.reply.ok();
-}
-void setex_cmd(CommandContext& ctx) { setex_generic(ctx, true); }
-void psetex_cmd(CommandContext& ctx) { setex_generic(ctx, false); }
-
-void getset_cmd(CommandContext& ctx) {
-  Entry* e = lookup_write(ctx, ctx.arg(1));
-  if (e != nullptr && !check_type(ctx, e, Type::kString)) return;
-  reply_bulk_or_null(ctx, e);
-  store_string(ctx, e, ctx.arg(1), ctx.arg(2), false);
-  ++ctx.dirty;
-  ctx.propagate_as({"SET", ctx.arg(1), ctx.arg(2)});
-}
-
-void getdel_cmd(CommandContext& ctx) {
-  Entry* e = lookup_read(ctx, ctx.arg(1));
-  if (e == nullptr) return ctx.reply.null();
-  if (!check_type(ctx, e, Type::kString)) return;
-  ctx.reply.bulk(e->str);
-  ctx.db->remove(e);
-  ++ctx.dirty;
-  ctx.propagate_as({"DEL", ctx.arg(1)});
-}
-
-void mget_cmd(CommandContext& ctx) {
-  ctx.reply.array(ctx.argc() - 1);
-  for (size_t j = 1; j < ctx.argc(); ++j) {
-    Entry* e = lookup_read(ctx, ctx.arg(j));
-    if (e == nullptr || e->type != Type::kString)
-      ctx.reply.null();
-    else
-      ctx.reply.bulk(e->str);
-  }
-}
-
-void mset_cmd(CommandContext& ctx) {
-  if (ctx.argc() % 2 == 0) return ctx.error(wrong_args("mset"));
-  for (size_t j = 1; j < ctx.argc(); j += 2) {
-    store_string(ctx, lookup_write(ctx, ctx.arg(j)), ctx.arg(j), ctx.arg(j + 1), false);
-    ++ctx.dirty;
-  }
-  ctx.reply.ok();
-}
-
-void msetnx_cmd(CommandContext& ctx) {
-  if (ctx.argc() % 2 == 0) return ctx.error(wrong_args("msetnx"));
-  for (size_t j = 1; j < ctx.argc(); j += 2)
-    if (lookup_write(ctx, ctx.arg(j)) != nullptr) return ctx.reply.integer(0);
-  for (size_t j = 1; j < ctx.argc(); j += 2) {
-    store_string(ctx, lookup_write(ctx, ctx.arg(j)), ctx.arg(j), ctx.arg(j + 1), false);
-    ++ctx.dirty;
-  }
-  ctx.reply.integer(1);
-}
-
-void incr_generic(CommandContext& ctx, int64_t by) {
-  Entry* e = lookup_write(ctx, ctx.arg(1));
-  int64_t v = 0;
-  if (e != nullptr) {
-    if (!check_type(ctx, e, Type::kString)) return;
-    if (!string2ll(e->str, &v)) return ctx.error(kNotInteger);
-  }
-  if ((by < 0 && v < 0 && by < (LLONG_MIN - v)) || (by > 0 && v > 0 && by > (LLONG_MAX - v)))
-    return ctx.error("ERR increment or decrement would overflow");
-  v += by;
-  char buf[24];
-  const size_t n = ll2string(buf, v);
-  if (e == nullptr) e = ctx.db->add(ctx.arg(1));
-  e->str.assign(buf, n);
-  ++ctx.dirty;
-  ctx.reply.integer(v);
-}
-void incr_cmd(CommandContext& ctx) { incr_generic(ctx, 1); }
-void decr_cmd(CommandContext& ctx) { incr_generic(ctx, -1); }
-void incrby_cmd(CommandContext& ctx) {
-  int64_t by;
-  if (!get_ll(ctx, ctx.arg(2), &by)) return;
-  incr_generic(ctx, by);
-}
-void decrby_cmd(CommandContext& ctx) {
-  int64_t by;
-  if (!get_ll(ctx, ctx.arg(2), &by)) return;
-  if (by == LLONG_MIN) return ctx.error("ERR decrement would overflow");
-  incr_generic(ctx, -by);
-}
-
-void incrbyfloat_cmd(CommandContext& ctx) {
-  Entry* e = lookup_write(ctx, ctx.arg(1));
-  // long double arithmetic and "%.17Lf" without trailing zeros, as Redis: 0.1 + 0.2 is
-  // "0.3" (in double it would be 0.30000000000000004).
-  long double v = 0, by;
-  if (e != nullptr) {
-    if (!check_type(ctx, e, Type::kString)) return;
-    if (!string2ld(e->str, &v)) return ctx.error(kNotFloat);
-  }
-  if (!string2ld(ctx.arg(2), &by)) return ctx.error(kNotFloat);
-  v += by;
-  if (std::isnan(v) || std::isinf(v)) return ctx.error("ERR increment would produce NaN or Infinity");
-  const std::string s = ld2string_human(v);
-  if (e == nullptr) e = ctx.db->add(ctx.arg(1));
-  e->str = s;
-  ++ctx.dirty;
-  ctx.reply.bulk(s);
-  ctx.propagate_as({"SET", ctx.arg(1), ctx.own(s), "KEEPTTL"});
-}
-
-void append_cmd(CommandContext& ctx) {
-  Entry* e = lookup_write(ctx, ctx.arg(1));
-  if (e != nullptr && !check_type(ctx, e, Type::kString)) return;
-  const size_t cur = e != nullptr ? e->str.size() : 0;
-  // The AOF loader obeys what the file says: the limit of the moment is a client limit.
-  if (!ctx.client.internal && cur + ctx.arg(2).size() > ctx.server.options_.limits.max_bulk_len)
-    return ctx.error("ERR string exceeds maximum allowed size (proto-max-bulk-len)");
-  if (e == nullptr) e = ctx.db->add(ctx.arg(1));
-  e->str.append(ctx.arg(2));
-  ++ctx.dirty;
-  ctx.reply.integer(static_cast<int64_t>(e->str.size()));
-}
-
-void strlen_cmd(CommandContext& ctx) {
-  Entry* e = lookup_read(ctx, ctx.arg(1));
-  if (e == nullptr) return ctx.reply.integer(0);
-  if (!check_type(ctx, e, Type::kString)) return;
-  ctx.reply.integer(static_cast<int64_t>(e->str.size()));
-}
-
-void getrange_cmd(CommandContext& ctx) {
-  int64_t start, end;
-  if (!get_ll(ctx, ctx.arg(2), &start) || !get_ll(ctx, ctx.arg(3), &end)) return;
-  Entry* e = lookup_read(ctx, ctx.arg(1));
-  if (e == nullptr) return ctx.reply.bulk("");
-  if (!check_type(ctx, e, Type::kString)) return;
-  const int64_t len = static_cast<int64_t>(e->str.size());
-  if (start < 0 && end < 0 && start > end) return ctx.reply.bulk("");
-  if (start < 0) start += len;
-  if (end < 0) end += len;
-  if (start < 0) start = 0;
-  if (end < 0) end = 0;
-  if (end >= len) end = len - 1;
-  if (start > end || len == 0) return ctx.reply.bulk("");
-  ctx.reply.bulk(std::string_view(e->str).substr(static_cast<size_t>(start), static_cast<size_t>(end - start + 1)));
-}
 
 // --- keys -------------------------------------------------------------------------------------
 
@@ -508,6 +183,7 @@ bool flush_mode_ok(CommandContext& ctx) {
 
 void flushdb_cmd(CommandContext& ctx) {
   if (!flush_mode_ok(ctx)) return;
+  ctx.server.signal_flush(ctx.db->index());
   ctx.dirty += ctx.db->size() + 1;
   ctx.db->clear();
   ctx.reply.ok();
@@ -515,6 +191,7 @@ void flushdb_cmd(CommandContext& ctx) {
 
 void flushall_cmd(CommandContext& ctx) {
   if (!flush_mode_ok(ctx)) return;
+  ctx.server.signal_flush(-1);
   for (int i = 0; i < ctx.server.num_dbs(); ++i) {
     ctx.dirty += ctx.server.db(i).size();
     ctx.server.db(i).clear();
@@ -533,16 +210,7 @@ void rename_generic(CommandContext& ctx, bool nx) {
     if (nx) return ctx.reply.integer(0);
     ctx.db->remove(d);
   }
-  d = ctx.db->add(dst);
-  d->type = s->type;
-  d->str = std::move(s->str);
-  d->list = std::move(s->list);
-  d->hash_v = std::move(s->hash_v);
-  d->set = std::move(s->set);
-  d->zset = std::move(s->zset);
-  d->stream = std::move(s->stream);
-  if (s->expire_ms >= 0) ctx.db->set_expire(d, s->expire_ms);
-  ctx.db->remove(s);
+  move_entry(*ctx.db, s, *ctx.db, dst);
   ctx.dirty += 2;
   nx ? ctx.reply.integer(1) : ctx.reply.ok();
 }
@@ -562,6 +230,172 @@ void randomkey_cmd(CommandContext& ctx) {
   ctx.reply.null();
 }
 
+
+// A key as OBJECT and TYPE-less inspection see it: no access-time update, no stats.
+Entry* peek(CommandContext& ctx, std::string_view key) {
+  Entry* e = ctx.db->find(key);
+  if (e != nullptr && e->expire_ms >= 0 && e->expire_ms < ctx.now_ms() && !ctx.server.loading()) {
+    ctx.server.expire_entry(*ctx.db, e);
+    return nullptr;
+  }
+  return e;
+}
+
+bool get_db_index(CommandContext& ctx, std::string_view s, int* out) {
+  int64_t id;
+  if (!string2ll(s, &id)) {
+    ctx.error(kNotInteger);
+    return false;
+  }
+  if (id < 0 || id >= ctx.server.num_dbs()) {
+    ctx.error("ERR DB index is out of range");
+    return false;
+  }
+  *out = static_cast<int>(id);
+  return true;
+}
+
+void move_cmd(CommandContext& ctx) {
+  int to;
+  if (!get_db_index(ctx, ctx.arg(2), &to)) return;
+  if (to == ctx.db->index()) return ctx.error("ERR source and destination objects are the same");
+  Entry* e = lookup_write(ctx, ctx.arg(1));
+  if (e == nullptr) return ctx.reply.integer(0);
+  Database& dst = ctx.server.db(to);
+  if (ctx.server.lookup(dst, ctx.arg(1)) != nullptr) return ctx.reply.integer(0);
+  move_entry(*ctx.db, e, dst, ctx.arg(1));
+  ctx.touched(ctx.arg(1), to);
+  ++ctx.dirty;
+  ctx.reply.integer(1);
+}
+
+void copy_cmd(CommandContext& ctx) {
+  int to = ctx.db->index();
+  bool replace = false;
+  for (size_t j = 3; j < ctx.argc(); ++j) {
+    if (eq_nocase(ctx.arg(j), "replace")) {
+      replace = true;
+    } else if (eq_nocase(ctx.arg(j), "db") && j + 1 < ctx.argc()) {
+      if (!get_db_index(ctx, ctx.arg(++j), &to)) return;
+    } else {
+      return ctx.error(kSyntaxError);
+    }
+  }
+  const std::string_view src = ctx.arg(1), dst = ctx.arg(2);
+  if (src == dst && to == ctx.db->index()) return ctx.error("ERR source and destination objects are the same");
+  Entry* e = lookup_write(ctx, src);
+  if (e == nullptr) return ctx.reply.integer(0);
+  Database& ddb = ctx.server.db(to);
+  Entry* d = ctx.server.lookup(ddb, dst);
+  if (d != nullptr) {
+    if (!replace) return ctx.reply.integer(0);
+    ddb.remove(d);
+  }
+  d = ddb.add(dst);
+  copy_value(e, d);
+  if (e->expire_ms >= 0) ddb.set_expire(d, e->expire_ms);
+  ctx.touched(dst, to);
+  ++ctx.dirty;
+  ctx.reply.integer(1);
+}
+
+void touch_cmd(CommandContext& ctx) {
+  int64_t n = 0;
+  for (size_t j = 1; j < ctx.argc(); ++j)
+    if (ctx.server.lookup(*ctx.db, ctx.arg(j)) != nullptr) ++n;
+  ctx.reply.integer(n);
+}
+
+void swapdb_cmd(CommandContext& ctx) {
+  int a, b;
+  int64_t x, y;
+  if (!string2ll(ctx.arg(1), &x)) return ctx.error("ERR invalid first DB index");
+  if (!string2ll(ctx.arg(2), &y)) return ctx.error("ERR invalid second DB index");
+  if (x < 0 || x >= ctx.server.num_dbs() || y < 0 || y >= ctx.server.num_dbs())
+    return ctx.error("ERR DB index is out of range");
+  a = static_cast<int>(x);
+  b = static_cast<int>(y);
+  if (a != b) {
+    ctx.server.signal_flush(a);
+    ctx.server.signal_flush(b);
+    ctx.server.db(a).swap_contents(ctx.server.db(b));
+    ctx.server.swapped_dbs(a, b);
+  }
+  ++ctx.dirty;
+  ctx.reply.ok();
+}
+
+// OBJECT ENCODING names what conduit-kv really uses (docs/KV.md): strings are byte strings
+// ("raw"), lists double-ended queues ("deque"), hashes and sets hash tables ("hashtable"),
+// sorted sets a hash table plus an ordered tree ("rbtree"), streams a vector ("vector").
+std::string_view encoding_name(const Entry* e) {
+  switch (e->type) {
+    case Type::kString: return "raw";
+    case Type::kList: return "deque";
+    case Type::kHash:
+    case Type::kSet: return "hashtable";
+    case Type::kZSet: return "rbtree";
+    case Type::kStream: return "vector";
+  }
+  return "raw";
+}
+
+void object_encoding_cmd(CommandContext& ctx) {
+  Entry* e = peek(ctx, ctx.arg(2));
+  if (e == nullptr) return ctx.reply.null();
+  ctx.reply.bulk(encoding_name(e));
+}
+
+void object_refcount_cmd(CommandContext& ctx) {
+  Entry* e = peek(ctx, ctx.arg(2));
+  if (e == nullptr) return ctx.reply.null();
+  ctx.reply.integer(1);  // values are never shared between keys
+}
+
+void object_idletime_cmd(CommandContext& ctx) {
+  Entry* e = peek(ctx, ctx.arg(2));
+  if (e == nullptr) return ctx.reply.null();
+  if (ctx.server.lfu_policy())
+    return ctx.error(
+        "ERR An LFU maxmemory policy is selected, idle time not tracked. Please note that when switching between "
+        "policies at runtime LRU and LFU data will take some time to adjust.");
+  ctx.reply.integer(ctx.server.idle_seconds(e));
+}
+
+void object_freq_cmd(CommandContext& ctx) {
+  Entry* e = peek(ctx, ctx.arg(2));
+  if (e == nullptr) return ctx.reply.null();
+  if (!ctx.server.lfu_policy())
+    return ctx.error(
+        "ERR An LFU maxmemory policy is not selected, access frequency not tracked. Please note that when switching "
+        "between policies at runtime LRU and LFU data will take some time to adjust.");
+  ctx.reply.integer(ctx.server.lfu_counter(e));
+}
+
+void object_help_cmd(CommandContext& ctx) {
+  reply_help(ctx, "OBJECT",
+             {"ENCODING <key>", "    Return the kind of internal representation used in order to store the value",
+              "    associated with a <key>.", "FREQ <key>",
+              "    Return the access frequency index of the <key>. The returned integer is",
+              "    proportional to the logarithm of the recent access frequency of the key.", "IDLETIME <key>",
+              "    Return the idle time of the <key>, that is the approximated number of", "    seconds elapsed since the last access to the key.",
+              "REFCOUNT <key>", "    Return the number of references of the value associated with the specified", "    <key>."});
+}
+
+void wait_cmd(CommandContext& ctx) {
+  int64_t n;
+  if (!get_ll(ctx, ctx.arg(1), &n)) return;
+  int64_t deadline;
+  int64_t t;
+  if (!get_ll(ctx, ctx.arg(2), &t, "ERR timeout is not an integer or out of range")) return;
+  if (t < 0) return ctx.error("ERR timeout is negative");
+  // No replicas: nothing to wait for unless some were asked for, then the whole timeout
+  // (0 = forever) passes and the answer is 0, as Redis without replicas does.
+  if (n <= 0 || ctx.client.in_exec || ctx.client.conn == nullptr) return ctx.reply.integer(0);
+  deadline = t == 0 ? 0 : ctx.now_ms() + t;
+  ctx.server.block(ctx, {}, deadline, BlockState::kZero);
+}
+
 void select_cmd(CommandContext& ctx) {
   int64_t id;
   if (!get_ll(ctx, ctx.arg(1), &id)) return;
@@ -571,27 +405,17 @@ void select_cmd(CommandContext& ctx) {
   ctx.reply.ok();
 }
 
-constexpr int64_t kW = kCmdWrite, kR = kCmdReadonly, kM = kCmdDenyOom, kF = kCmdFast;
+constexpr uint32_t kW = kCmdWrite, kR = kCmdReadonly, kM = kCmdDenyOom, kF = kCmdFast;
+
+const CommandDef kObjectSubs[] = {
+    {"encoding", object_encoding_cmd, 3, kR, 2, 2, 1, "generic", "Returns the internal encoding of a Redis object.", "2.2.3"},
+    {"freq", object_freq_cmd, 3, kR, 2, 2, 1, "generic", "Returns the logarithmic access frequency counter of a Redis object.", "4.0.0"},
+    {"idletime", object_idletime_cmd, 3, kR, 2, 2, 1, "generic", "Returns the time since the last access to a Redis object.", "2.2.3"},
+    {"refcount", object_refcount_cmd, 3, kR, 2, 2, 1, "generic", "Returns the reference count of a value of a key.", "2.2.3"},
+    {"help", object_help_cmd, 2, kCmdLoading | kCmdStale, 0, 0, 0, "generic", "Returns helpful text about the different subcommands.", "6.2.0"},
+};
 
 const CommandDef kCommands[] = {
-    {"get", get_cmd, 2, kR | kF, 1, 1, 1, "string", "Returns the string value of a key.", "1.0.0"},
-    {"set", set_cmd, -3, kW | kM, 1, 1, 1, "string", "Sets the string value of a key, ignoring its type.", "1.0.0"},
-    {"setnx", setnx_cmd, 3, kW | kM | kF, 1, 1, 1, "string", "Set the string value of a key only when the key doesn't exist.", "1.0.0"},
-    {"setex", setex_cmd, 4, kW | kM, 1, 1, 1, "string", "Sets the string value and expiration time of a key.", "2.0.0"},
-    {"psetex", psetex_cmd, 4, kW | kM, 1, 1, 1, "string", "Sets both string value and expiration time in milliseconds of a key.", "2.6.0"},
-    {"getset", getset_cmd, 3, kW | kM | kF, 1, 1, 1, "string", "Returns the previous string value of a key after setting it to a new value.", "1.0.0"},
-    {"getdel", getdel_cmd, 2, kW | kF, 1, 1, 1, "string", "Returns the string value of a key after deleting the key.", "6.2.0"},
-    {"mget", mget_cmd, -2, kR | kF, 1, -1, 1, "string", "Atomically returns the string values of one or more keys.", "1.0.0"},
-    {"mset", mset_cmd, -3, kW | kM, 1, -1, 2, "string", "Atomically creates or modifies the string values of one or more keys.", "1.0.1"},
-    {"msetnx", msetnx_cmd, -3, kW | kM, 1, -1, 2, "string", "Atomically modifies the string values of one or more keys only when all keys don't exist.", "1.0.1"},
-    {"incr", incr_cmd, 2, kW | kM | kF, 1, 1, 1, "string", "Increments the integer value of a key by one.", "1.0.0"},
-    {"decr", decr_cmd, 2, kW | kM | kF, 1, 1, 1, "string", "Decrements the integer value of a key by one.", "1.0.0"},
-    {"incrby", incrby_cmd, 3, kW | kM | kF, 1, 1, 1, "string", "Increments the integer value of a key by a number.", "1.0.0"},
-    {"decrby", decrby_cmd, 3, kW | kM | kF, 1, 1, 1, "string", "Decrements a number from the integer value of a key.", "1.0.0"},
-    {"incrbyfloat", incrbyfloat_cmd, 3, kW | kM | kF, 1, 1, 1, "string", "Increment the floating point value of a key by a number.", "2.6.0"},
-    {"append", append_cmd, 3, kW | kM | kF, 1, 1, 1, "string", "Appends a string to the value of a key.", "2.0.0"},
-    {"strlen", strlen_cmd, 2, kR | kF, 1, 1, 1, "string", "Returns the length of a string value.", "2.2.0"},
-    {"getrange", getrange_cmd, 4, kR, 1, 1, 1, "string", "Returns a substring of the string stored at a key.", "2.4.0"},
     {"del", del_cmd, -2, kW, 1, -1, 1, "generic", "Deletes one or more keys.", "1.0.0"},
     {"unlink", del_cmd, -2, kW | kF, 1, -1, 1, "generic", "Asynchronously deletes one or more keys.", "4.0.0"},
     {"exists", exists_cmd, -2, kR | kF, 1, -1, 1, "generic", "Determines whether one or more keys exist.", "1.0.0"},
@@ -613,11 +437,17 @@ const CommandDef kCommands[] = {
     {"rename", rename_cmd, 3, kW, 1, 2, 1, "generic", "Renames a key and overwrites the destination.", "1.0.0"},
     {"renamenx", renamenx_cmd, 3, kW | kF, 1, 2, 1, "generic", "Renames a key only when the target key name doesn't exist.", "1.0.0"},
     {"randomkey", randomkey_cmd, 1, kR, 0, 0, 0, "generic", "Returns a random key name from the database.", "1.0.0"},
+    {"move", move_cmd, 3, kW | kF, 1, 1, 1, "generic", "Moves a key to another database.", "1.0.0"},
+    {"copy", copy_cmd, -3, kW | kM | kCmdTouchesOwnKeys, 1, 2, 1, "generic", "Copies the value of a key to a new key.", "6.2.0"},
+    {"touch", touch_cmd, -2, kR | kF, 1, -1, 1, "generic", "Returns the number of existing keys out of those specified after updating the time they were last accessed.", "3.2.1"},
+    {"swapdb", swapdb_cmd, 3, kW | kF, 0, 0, 0, "server", "Swaps two Redis databases.", "4.0.0"},
+    {"object", nullptr, -2, kR, 0, 0, 0, "generic", "A container for object introspection commands.", "2.2.3", kObjectSubs},
+    {"wait", wait_cmd, 3, kCmdBlocking, 0, 0, 0, "generic", "Blocks until the asynchronous replication of all preceding write commands sent by the connection is completed.", "3.0.0"},
     {"select", select_cmd, 2, kCmdLoading | kF, 0, 0, 0, "connection", "Changes the selected database.", "1.0.0"},
 };
 
 }  // namespace
 
-std::span<const CommandDef> string_key_commands() { return kCommands; }
+std::span<const CommandDef> key_commands() { return kCommands; }
 
 }  // namespace conduit::kv

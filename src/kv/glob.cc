@@ -1,7 +1,7 @@
 // Redis' stringmatchlen (util.c): glob matching for KEYS, SCAN MATCH and CONFIG GET.
 #include <cctype>
 
-#include "server_impl.h"
+#include "glob.h"
 
 namespace conduit::kv {
 namespace {

@@ -116,7 +116,8 @@ inline bool string2ld(std::string_view s, long double* out) {
   errno = 0;
   char* end = nullptr;
   const long double v = std::strtold(buf, &end);
-  if (std::isspace(static_cast<unsigned char>(buf[0])) || *end != '\0' ||
+  // end must reach the end of s: a NUL inside the text (SETRANGE) is not its end.
+  if (std::isspace(static_cast<unsigned char>(buf[0])) || end != buf + s.size() ||
       (errno == ERANGE && (v == HUGE_VALL || v == -HUGE_VALL || std::fpclassify(v) == FP_ZERO)) || std::isnan(v))
     return false;
   *out = v;

@@ -311,6 +311,11 @@ void ReplyWriter::simple(std::string_view s) {
 }
 
 void ReplyWriter::error(std::string_view s) {
+  ++errors_;
+  size_t code = 0;
+  while (code < s.size() && code < sizeof err_code_ && s[code] != ' ') ++code;
+  std::memcpy(err_code_, s.data(), code);
+  err_code_len_ = static_cast<uint8_t>(code);
   if (!fits(s.size() + 3)) return;
   char* p = out_->prepare(s.size() + 3);
   p[0] = '-';
@@ -381,6 +386,15 @@ void ReplyWriter::dbl(double d) {
   } else {
     bulk(std::string_view(buf, static_cast<size_t>(n)));
   }
+}
+
+void ReplyWriter::push(size_t n) { header(resp3() ? '>' : '*', static_cast<int64_t>(n)); }
+
+void ReplyWriter::boolean(bool b) {
+  if (resp3())
+    raw(b ? "#t\r\n" : "#f\r\n");
+  else
+    integer(b ? 1 : 0);
 }
 
 void ReplyWriter::verbatim(std::string_view s, std::string_view fmt) {

@@ -1,5 +1,11 @@
 // Private to the kv layer: the server's state, the command table and what command
 // implementations (commands_*.cc) see.
+//
+// Where things are (src/kv): server.cc (start, listeners, workers, execute), clients.cc
+// (connections: read, run a batch, write, close), cron.cc, aof_rewrite.cc, info.cc (one
+// function per INFO section), config.cc (the option table), multi.cc (MULTI/EXEC/WATCH),
+// blocking.cc (BLPOP & co., CLIENT PAUSE), pubsub.cc (SUBSCRIBE & co., MONITOR),
+// eviction.cc (maxmemory policies), commands_*.cc (the commands).
 #pragma once
 
 #include <atomic>
@@ -9,10 +15,12 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <span>
 #include <string>
 #include <string_view>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "aof.h"
@@ -20,7 +28,9 @@
 #include "conduit/kv/server.h"
 #include "conduit/reactor/event_loop.h"
 #include "conduit/transport/connection.h"
+#include "glob.h"
 #include "store.h"
+#include "text.h"
 
 namespace conduit::kv {
 
@@ -32,34 +42,106 @@ struct Worker;
 enum CommandFlags : uint32_t {
   kCmdWrite = 1u << 0,     // may change data: propagated to the AOF when it did
   kCmdReadonly = 1u << 1,
-  kCmdDenyOom = 1u << 2,   // refused with -OOM above maxmemory
+  kCmdDenyOom = 1u << 2,   // refused with -OOM above maxmemory (after trying to evict)
   kCmdFast = 1u << 3,
   kCmdNoAuth = 1u << 4,    // allowed before AUTH
   kCmdAdmin = 1u << 5,
   kCmdLoading = 1u << 6,
   kCmdStale = 1u << 7,
+  kCmdPubsub = 1u << 8,    // allowed in a RESP2 client's subscribed context
+  kCmdNoMulti = 1u << 9,   // refused inside MULTI
+  kCmdBlocking = 1u << 10, // may block the client (BLPOP ...)
+  kCmdSkipMonitor = 1u << 11,  // not shown to MONITOR (AUTH, HELLO: they carry passwords)
+  kCmdNoScript = 1u << 12,
+  kCmdAllowBusy = 1u << 13,
+  kCmdMayReplicate = 1u << 14,
+  // The command reports what it writes itself (CommandContext::touched): its key spec
+  // also names keys it only reads (SINTERSTORE's sources), which must not fail a WATCH.
+  kCmdTouchesOwnKeys = 1u << 15,
 };
 
 using CommandFn = void (*)(CommandContext&);
+// Appends the argument indices that are keys (commands whose keys are not at fixed
+// positions: ZUNIONSTORE dst numkeys k..., LMPOP numkeys k...).
+using GetKeysFn = void (*)(std::span<const std::string_view> argv, std::vector<size_t>* out);
 
 struct CommandDef {
-  const char* name;  // lower case, as Redis' "fullname"
+  const char* name;  // lower case; a subcommand's own name ("list" of "client|list")
   CommandFn fn;
-  int arity;         // > 0 exactly, < 0 at least -arity arguments (name included)
+  int arity;         // > 0 exactly, < 0 at least -arity arguments (name included; a
+                     // subcommand's arity counts the container's name too, as in Redis)
   uint32_t flags;
-  int first_key, last_key, key_step;
+  int first_key, last_key, key_step;  // Redis' legacy key spec; last_key < 0 counts from the end
   const char* group;
   const char* summary;
   const char* since;
+  std::span<const CommandDef> subcommands = {};  // a container (CLIENT, CONFIG ...)
+  GetKeysFn getkeys = nullptr;                   // when the key spec cannot say it
 };
 
 // The command tables, one per source file.
-std::span<const CommandDef> string_key_commands();
-std::span<const CommandDef> collection_commands();
+std::span<const CommandDef> string_commands();
+std::span<const CommandDef> bit_commands();
+std::span<const CommandDef> key_commands();
+std::span<const CommandDef> list_commands();
+std::span<const CommandDef> hash_commands();
+std::span<const CommandDef> set_commands();
+std::span<const CommandDef> zset_commands();
+std::span<const CommandDef> stream_commands();
 std::span<const CommandDef> server_commands();
+std::span<const CommandDef> connection_commands();
+std::span<const CommandDef> multi_commands();
+std::span<const CommandDef> pubsub_commands();
+
+// INFO commandstats.
+struct CommandStats {
+  uint64_t calls = 0, usec = 0, rejected = 0, failed = 0;
+};
+
+// One row of the server's command table: a command or subcommand with its statistics.
+struct CommandEntry {
+  const CommandDef* def = nullptr;
+  std::string fullname;  // "get", "client|list"
+  CommandEntry* parent = nullptr;
+  std::vector<CommandEntry*> subs;
+  CommandStats stats;
+  // Argument indices of the keys of this call (key spec or getkeys).
+  void keys(std::span<const std::string_view> argv, std::vector<size_t>* out) const;
+  CommandEntry* find_sub(std::string_view name) const;
+};
+
+// A command queued by MULTI (owned copies of its arguments).
+struct QueuedCommand {
+  std::vector<std::string> argv;
+  CommandEntry* entry = nullptr;
+};
+
+// A key WATCHed by a client: its database, name, and whether it had expired already
+// (Redis 7.0: a key that was logically expired at WATCH time does not abort EXEC by
+// expiring).
+struct WatchedKey {
+  int db;
+  std::string key;
+  bool expired_at_watch;
+};
+
+// A client blocked by BLPOP & co.: the command to run again when one of its keys is ready.
+struct BlockState {
+  enum TimeoutReply : uint8_t { kNullArray, kNullBulk, kZero };  // what a timeout answers
+  TimeoutReply on_timeout = kNullArray;
+  int db = 0;
+  std::vector<std::string> keys;
+  std::vector<std::string> argv;  // the blocking command, as sent
+  CommandEntry* entry = nullptr;
+  int64_t deadline_ms = 0;        // 0 = forever
+  reactor::TimerId timer = 0;     // on the client's worker loop
+  uint64_t gen = 0;               // which blocking this timer belongs to
+};
+
+enum class ReplyMode : uint8_t { kOn, kOff, kSkipNext, kSkipThis };
 
 // What a command knows about the client that sent it.  The AOF loader uses one with
-// `internal` set (no connection).
+// `internal` set (no connection).  Guarded by ServerImpl::mu_ (commands run under it).
 struct ClientState {
   uint64_t id = 0;
   std::string name;
@@ -71,7 +153,27 @@ struct ClientState {
   ClientConn* conn = nullptr;
   int64_t created_ms = 0;
   int64_t last_interaction_ms = 0;
-  const CommandDef* last_cmd = nullptr;
+  const CommandEntry* last_cmd = nullptr;
+  ReplyMode reply_mode = ReplyMode::kOn;
+  bool no_evict = false;
+  bool monitor = false;
+  // MULTI / EXEC
+  bool in_multi = false;
+  bool multi_error = false;  // a command failed to queue: EXEC answers EXECABORT
+  bool in_exec = false;      // running EXEC's commands (blocking commands do not block)
+  std::vector<QueuedCommand> queued;
+  uint64_t queued_bytes = 0;
+  // WATCH
+  std::vector<WatchedKey> watched;
+  bool dirty_cas = false;  // a watched key changed: EXEC fails
+  // Blocking (null when not blocked)
+  std::unique_ptr<BlockState> blocked;
+  uint64_t block_gen = 0;
+  // Pub/sub
+  std::set<std::string, std::less<>> channels;
+  std::set<std::string, std::less<>> patterns;
+  size_t subscriptions() const { return channels.size() + patterns.size(); }
+  bool paused_waiting = false;  // held by CLIENT PAUSE until it ends
 };
 
 struct CommandContext {
@@ -81,9 +183,11 @@ struct CommandContext {
   ReplyWriter& reply;
   std::span<const std::string_view> argv;
   const CommandDef* cmd;
+  CommandEntry* entry = nullptr;
   uint64_t dirty = 0;     // changes made; > 0 propagates the command
   bool rewritten = false; // propagate prop_args (set by propagate_as) instead of argv
   bool propagated = false; // the command fed the AOF itself (also_propagate): nothing more
+  bool blocked = false;    // the command blocked the client (no reply yet)
 
   size_t argc() const { return argv.size(); }
   std::string_view arg(size_t i) const { return argv[i]; }
@@ -98,6 +202,9 @@ struct CommandContext {
   // batches), now, in order; argv is then not propagated.
   void also_propagate(std::span<const std::string_view> args);
   std::string_view own(std::string s);
+  // A key this command changed in a way argv's key positions do not show (the
+  // destination of a computed command, a key it deleted): WATCH and blocked clients see it.
+  void touched(std::string_view key, int db = -1);
 };
 
 // Per-transport counters for INFO (scheme -> totals of closed connections).
@@ -108,8 +215,9 @@ struct TransportTotals {
 
 // One accepted connection.  It belongs to one Worker (the loop its transport connection
 // lives on).  Only that worker's thread does I/O on it or touches its buffers, parser and
-// flags; other threads (CLIENT LIST/KILL, INFO) hold ServerImpl::mu_ and read only what is
-// written under it (state, closed, kill_requested, stats_snap) or the published atomics.
+// flags; other threads (CLIENT LIST/KILL, INFO, PUBLISH, a push that serves a blocked
+// client) hold ServerImpl::mu_ and touch only what is written under it (state, closed,
+// kill_requested, stats_snap, inbox) or the published atomics.
 struct ClientConn {
   ServerImpl* server = nullptr;
   Worker* worker = nullptr;
@@ -124,8 +232,17 @@ struct ClientConn {
   ByteBuffer query;        // unparsed input held across reads (empty for most clients)
   ByteBuffer out;          // replies not yet written
   ReplyWriter writer{&out};
+  // Replies and messages produced by other threads (under mu_): pub/sub messages, the
+  // reply of a blocked command served by another worker's push, MONITOR lines.  The owner
+  // moves them to `out` (deliver_inbox) when the posted task runs.
+  ByteBuffer inbox;
+  bool inbox_posted = false;      // under mu_
   bool write_handler_on = false;
   bool read_paused = false;       // stopped reading: unsent replies above output_pause_bytes
+  bool input_held = false;        // blocked or paused: input stays in `query` until resumed
+  bool running = false;           // a command of this client is executing (owner thread)
+  bool cur_from_scratch = false;  // ... from the worker's read buffer (not `query`)
+  size_t cur_qbuf = 0;            // ... with this many input bytes from it to the end
   bool pending_commit = false;    // replies wait for the AOF to be written
   bool closed = false;            // written under mu_ (by the owner thread only)
   bool kill_requested = false;    // CLIENT KILL from another thread (under mu_)
@@ -165,11 +282,21 @@ struct Worker {
   std::atomic<uint64_t> writes{0};
 };
 
+using EvictionPolicy = MaxmemoryPolicy;
+
+// LATENCY: the latest and worst of an event kind above latency-monitor-threshold.
+struct LatencyEvent {
+  int64_t last_time = 0;  // unix seconds
+  uint64_t latest_ms = 0, max_ms = 0;
+  std::deque<std::pair<int64_t, uint64_t>> history;  // (time, ms), at most 160 as Redis
+};
+
 // Threading: with io_threads = N the server runs N workers (reactor threads).  Network I/O
 // runs on each connection's own worker without locks; everything shared (the keyspace,
-// command execution, the AOF, stats, the client lists, CONFIG, the cron) is guarded by
-// mu_, and a worker holds it for a whole batch of commands read in one go, so every
-// command (and every pipelined batch) is atomic.  Functions named *_locked need mu_ held.
+// command execution, the AOF, stats, the client lists, CONFIG, the cron, pub/sub, blocked
+// clients) is guarded by mu_, and a worker holds it for a whole batch of commands read in
+// one go, so every command (and every pipelined batch) is atomic.  Functions named *_locked
+// need mu_ held.
 class ServerImpl {
  public:
   ServerImpl(reactor::EventLoop& loop, const ServerOptions& options);
@@ -179,14 +306,23 @@ class ServerImpl {
   void shutdown();
 
   // --- command execution (also used by the AOF loader; mu_ held) -----------------------
-  // Runs one command for `client`, writing its reply to `reply`.
-  void execute(ClientState& client, std::span<const std::string_view> argv, ReplyWriter& reply);
-  const CommandDef* find_command(std::string_view name) const;
-  std::span<const CommandDef* const> commands() const { return command_list_; }
+  // Runs one command for `client`, writing its reply to `reply`: the checks (arity, AUTH,
+  // MULTI queueing, pub/sub context, OOM), the call, statistics, propagation, WATCH and
+  // blocked-client signals.
+  // Returns false when CLIENT PAUSE holds the command: it did not run; run it again later.
+  bool execute(ClientState& client, std::span<const std::string_view> argv, ReplyWriter& reply);
+  // Runs an already resolved command without the MULTI / context checks (EXEC, a blocked
+  // command tried again).  Returns true if the command blocked.
+  bool call(ClientState& client, CommandEntry* entry, std::span<const std::string_view> argv, ReplyWriter& reply);
+  CommandEntry* find_command(std::string_view name) const;
+  // The command or subcommand argv names, or null (with *unknown_sub set when the
+  // container exists but not the subcommand).
+  CommandEntry* resolve(std::span<const std::string_view> argv, bool* unknown_sub) const;
+  std::span<CommandEntry* const> commands() const { return command_list_; }
 
   // Lazy expiry: the entry if alive, else deletes it (propagating DEL) and returns null.
   Entry* lookup(Database& db, std::string_view key);
-  // Deletes an expired entry: stats, DEL to the AOF.
+  // Deletes an expired entry: stats, DEL to the AOF, WATCH.
   void expire_entry(Database& db, Entry* e);
   Database& db(int i) { return *dbs_[static_cast<size_t>(i)]; }
   int num_dbs() const { return static_cast<int>(dbs_.size()); }
@@ -196,6 +332,7 @@ class ServerImpl {
     if (!time_valid_) refresh_time();
     return now_ms_;
   }
+  int64_t coarse_ms() const { return coarse_ms_; }
   void refresh_time();
   void invalidate_time();
   bool loading() const { return loading_; }
@@ -205,6 +342,52 @@ class ServerImpl {
   // Handshakes the listeners have in progress (any thread; see server.cc).
   uint64_t handshakes_in_progress() const;
   void propagate(int db, std::span<const std::string_view> args);
+
+  // --- keys changed: WATCH and blocked clients (multi.cc, blocking.cc; mu_ held) -------
+  // A write changed `key` of `db`: watchers' EXEC fails, clients blocked on it are served
+  // after the command.  Cheap when nobody watches or blocks.
+  void signal_key(int db, std::string_view key);
+  // FLUSHDB / FLUSHALL / SWAPDB: every watched key of db (-1 = all dbs) that existed.
+  void signal_flush(int db);
+  // SWAPDB: clients blocked on keys of a or b whose keys now exist are served.
+  void swapped_dbs(int a, int b);
+  void watch(ClientState& c, std::string_view key);
+  void unwatch_all(ClientState& c);
+  void discard_multi(ClientState& c);
+  // Blocks the calling client on `keys` until one is ready or the deadline (ms, 0 =
+  // never) passes.  The current command gives no reply now.
+  void block(CommandContext& ctx, std::span<const std::string_view> keys, int64_t deadline_ms,
+             BlockState::TimeoutReply on_timeout);
+  // Whether the command may block: not inside EXEC, not for the AOF loader, and not when
+  // it is being tried again for a blocked client (then it just reports "still nothing").
+  bool can_block(const CommandContext& ctx) const;
+  // Unblocks c: with `reply_null` the blocked command answers its timeout reply, with
+  // `error` that error (CLIENT UNBLOCK ... ERROR), else nothing (the command ran).
+  void unblock(ClientState& c, bool timed_out, std::string_view error = {});
+  // Serves clients blocked on keys made ready by the last command (after each command,
+  // and after EXEC as a whole).
+  void serve_ready_keys();
+  size_t blocked_clients() const { return blocked_count_; }
+  bool watching_clients_active() const { return watching_clients_ > 0; }
+  // CLIENT PAUSE: holds every client's commands (or writes) until `until_ms`.
+  void pause_clients(int64_t until_ms, bool writes_only);
+  void unpause_clients();
+  bool paused_for(const ClientState& c, const CommandEntry* e) const;
+
+  // --- pub/sub and MONITOR (pubsub.cc; mu_ held) -------------------------------------------
+  int64_t publish_message(std::string_view channel, std::string_view message);
+  void subscribe(ClientState& c, std::string_view channel, bool pattern);
+  void unsubscribe(ClientState& c, std::string_view channel, bool pattern, bool notify);
+  void unsubscribe_all(ClientState& c, bool pattern, bool notify);
+  size_t num_patterns() const { return patterns_.size(); }
+  std::vector<std::string> active_channels(std::string_view pattern) const;
+  size_t channel_subscribers(std::string_view channel) const;
+  void feed_monitors(const ClientState& c, std::span<const std::string_view> argv);
+  // Bytes for c produced on another thread (or while c's own input is held): appended
+  // under mu_ and handed to c's worker, which sends them.  The writer must write into the
+  // returned writer's buffer.
+  ReplyWriter deliver_writer(ClientConn* c);
+  void deliver_done(ClientConn* c);
 
   // --- server features the commands reach (mu_ held) -------------------------------------
   std::string info(std::string_view sections);
@@ -219,35 +402,61 @@ class ServerImpl {
   // Closes a client now when it is served by the calling thread, else asks its worker to.
   void kill_client(ClientConn* c);
   std::string bgrewriteaof();
+  // CONFIG REWRITE: writes the effective configuration back to the config file (config.cc).
+  std::string config_rewrite();
   void request_shutdown();
   void reset_stats();
   // Bumped by CONFIG SET of a protocol limit: each client picks up the new limits before
   // its next batch.
   void limits_changed() { ++limits_gen_; }
+  // Eviction (eviction.cc): frees memory per maxmemory-policy until used memory is below
+  // maxmemory; false if it cannot (noeviction, nothing evictable).
+  bool evict_locked();
+  bool lfu_policy() const;
+  // The LFU counter as OBJECT FREQ reports it (decayed to now).
+  uint8_t lfu_counter(const Entry* e) const;
+  int64_t idle_seconds(const Entry* e) const;  // OBJECT IDLETIME (LRU clock)
+  void record_access(Entry* e);
+  void record_latency(const char* event, uint64_t ms);
 
   ServerOptions options_;
   reactor::EventLoop& loop_;  // worker 0's loop: the cron, AOF rewrite, shutdown
   mutable std::mutex mu_;
   ServerStats stats_;
   std::map<std::string, TransportTotals> transport_totals_;
+  std::map<std::string, uint64_t> error_stats_;  // errorstats: code -> count
+  uint64_t total_error_replies_ = 0;
+  std::map<std::string, LatencyEvent> latency_;
   std::function<void()> shutdown_handler_;
   int64_t start_time_ms_ = 0;
   uint64_t start_mono_ns_ = 0;
+  int64_t last_save_time_ = 0;           // LASTSAVE: the server start, or the last AOF rewrite
   uint64_t rdb_changes_since_save_ = 0;  // "dirty" in Redis' INFO persistence
   uint64_t aof_rewrites_scheduled_ = 0;
+  uint64_t evicted_keys_ = 0;
+  uint64_t total_blocking_keys_ = 0;
   std::vector<std::string> listen_urls_;  // one per listener URL (worker 0's listeners)
   std::vector<std::unique_ptr<Worker>> workers_;
   std::unique_ptr<Aof> aof_;
   std::deque<std::string> prop_storage_;  // own(): cleared after each command
   std::vector<std::string_view> prop_args_;
+  std::vector<std::pair<int, std::string>> extra_touched_;  // CommandContext::touched
+  std::vector<ClientConn*> monitors_;  // MONITOR clients
+  // EXEC: the first write of a transaction feeds MULTI to the AOF, EXEC closes it, so a
+  // transaction loads all or nothing.
+  bool exec_active_ = false;
+  bool exec_multi_fed_ = false;
+  void begin_exec_propagation();
   uint64_t rng_state_ = 0x853c49e6748fea9bull;
   uint64_t random64();
 
  private:
   friend class Server;
-  friend struct ClientConnOps;
+  friend struct InfoSections;
   void build_command_table();
+  void add_command(const CommandDef& d, CommandEntry* parent);
   Status open_listener(Worker& w, const std::string& url);
+  std::vector<std::string> listener_urls() const;
   Status start_workers();
   void stop_workers();
   void teardown_worker(Worker& w);
@@ -271,11 +480,16 @@ class ServerImpl {
   void process_input_locked(ClientConn* c, const char* data, size_t len, bool from_query);
   void after_batch(ClientConn* c, BatchEnd end);
   void resume_paused(ClientConn* c);
+  // Runs c's held input again (it was unblocked or unpaused), on c's worker.
+  void resume_held(ClientConn* c);
+  void resume_held_later(ClientConn* c);
+  void deliver_inbox(ClientConn* c);
   bool flush_client(ClientConn* c);  // false if the client was closed
   void publish(ClientConn* c);
   void on_writable(ClientConn* c);
   void close_client(ClientConn* c, std::string_view why);
   void close_client_locked(ClientConn* c, std::string_view why);
+  void forget_client_locked(ClientState& c);  // pub/sub, WATCH, blocking, MONITOR
   void schedule_commit(Worker& w);
   void commit(Worker& w);
   void cron();
@@ -287,12 +501,16 @@ class ServerImpl {
   void on_rewrite_done();
   void update_ops_sample();
   uint64_t net_output_bytes() const;
+  void arm_block_timer(ClientConn* c);
+  void serve_blocked_client(ClientConn* c);
+  static Type blocked_on_type(const BlockState& b);
+  uint64_t pubsub_budget(const ClientConn* c) const;
 
   std::vector<std::unique_ptr<Database>> dbs_;
   // Command lookup: open addressing over lower-case names.
-  std::vector<std::pair<std::string_view, const CommandDef*>> command_slots_;
-  std::vector<const CommandDef*> command_list_;
-  std::map<std::string, uint64_t> command_calls_;
+  std::vector<std::unique_ptr<CommandEntry>> command_store_;
+  std::vector<std::pair<std::string_view, CommandEntry*>> command_slots_;
+  std::vector<CommandEntry*> command_list_;  // top-level commands
 
   size_t num_clients_ = 0;
   uint64_t next_client_id_ = 1;
@@ -307,10 +525,32 @@ class ServerImpl {
   uint64_t cron_loops_ = 0;
   int64_t used_memory_at_ms_ = -1;
   uint64_t used_memory_ = 0;
+  uint64_t used_memory_peak_ = 0;
   uint64_t client_pinned_bytes_ = 0;  // sum of the clients' ConnStats::pinned_bytes (mu_)
   int expire_db_cursor_ = 0;
   // Posted closures hold a weak reference: they do nothing once the server is gone.
   std::shared_ptr<ServerImpl*> alive_ = std::make_shared<ServerImpl*>(this);
+
+  // WATCH: per database, key -> the clients watching it.
+  using ClientsByKey = std::unordered_map<std::string, std::vector<ClientState*>, StrHash, std::equal_to<>>;
+  std::vector<ClientsByKey> watched_keys_;
+  size_t watching_clients_ = 0;
+  // Blocking: per database, key -> the clients blocked on it, in arrival order; keys that
+  // received data and have waiters (served after the command).
+  std::vector<ClientsByKey> blocking_keys_;
+  std::vector<std::pair<int, std::string>> ready_keys_;
+  size_t blocked_count_ = 0;
+  bool serving_ready_ = false;
+  const ClientState* serving_client_ = nullptr;  // its blocked command is being tried again
+  // CLIENT PAUSE
+  int64_t pause_until_ms_ = 0;
+  bool pause_writes_only_ = false;
+  reactor::TimerId pause_timer_ = 0;
+  std::vector<uint64_t> paused_clients_;  // ids held by the pause
+  // Pub/sub and MONITOR.
+  std::unordered_map<std::string, std::vector<ClientConn*>, StrHash, std::equal_to<>> channels_;
+  std::vector<std::pair<std::string, ClientConn*>> patterns_;
+  uint64_t lfu_clock_base_ = 0;
 
   // Rewrite child watch (worker 0's loop).
   struct PipeWatch : reactor::FdHandler {
@@ -330,11 +570,18 @@ class ServerImpl {
 
 inline int64_t CommandContext::now_ms() const { return server.now_ms(); }
 
+inline int64_t wall_ms() {
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1'000'000;
+}
+
 // Shared helpers for command implementations.
 inline constexpr std::string_view kWrongType = "WRONGTYPE Operation against a key holding the wrong kind of value";
 inline constexpr std::string_view kNotInteger = "ERR value is not an integer or out of range";
 inline constexpr std::string_view kSyntaxError = "ERR syntax error";
 inline constexpr std::string_view kNotFloat = "ERR value is not a valid float";
+inline constexpr std::string_view kMustBePositive = "ERR value is out of range, must be positive";
 
 Entry* lookup_read(CommandContext& ctx, std::string_view key);
 Entry* lookup_write(CommandContext& ctx, std::string_view key);
@@ -342,15 +589,31 @@ Entry* lookup_write(CommandContext& ctx, std::string_view key);
 bool check_type(CommandContext& ctx, const Entry* e, Type t);
 bool get_ll(CommandContext& ctx, std::string_view s, int64_t* out, std::string_view err = kNotInteger);
 bool get_double(CommandContext& ctx, std::string_view s, double* out, std::string_view err = kNotFloat);
-bool eq_nocase(std::string_view a, std::string_view b);
+// A count/index that must be >= 0 ("value is out of range, must be positive").
+bool get_positive(CommandContext& ctx, std::string_view s, int64_t* out);
+// Redis' timeout argument of blocking commands (seconds, may be fractional): the absolute
+// deadline in ms (0 = forever), or false after replying the error.
+bool get_timeout(CommandContext& ctx, std::string_view s, int64_t* deadline_ms);
 std::string wrong_args(std::string_view cmd);
-// Redis' stringmatchlen: glob with * ? [...] and \ escapes.
-bool glob_match(std::string_view pattern, std::string_view s, bool nocase = false);
+std::string unknown_subcommand(std::string_view sub, std::string_view cmd);
+// A new entry of type t under key (which must be absent).
+Entry* create_typed(CommandContext& ctx, std::string_view key, Type t);
+// The entry for writing, or a new one of type t; null (after replying WRONGTYPE) when the
+// key holds another type.
+Entry* get_or_create(CommandContext& ctx, std::string_view key, Type t);
+// Redis' index normalisation for LRANGE/ZRANGE: false when the range is empty.
+bool normalize_range(int64_t* start, int64_t* end, int64_t len);
+// Replies a HELP array: "<CMD> <subcommand> [<arg> ...]. Subcommands are:", lines, "HELP".
+void reply_help(CommandContext& ctx, std::string_view cmd, std::initializer_list<const char*> lines);
 // config.cc: CONFIG SET of several options at once, all or nothing, with Redis' errors;
 // CONFIG GET by glob pattern.
 std::string config_set_all(ServerOptions* o, std::span<const std::pair<std::string_view, std::string_view>> pairs);
 std::vector<std::pair<std::string, std::string>> config_get_matching(const ServerOptions& o, std::string_view pattern);
 // Deletes the key (a write: the caller counts dirty).
 void delete_entry(CommandContext& ctx, Entry* e);
+// A copy of a value (COPY, SUNIONSTORE ...): a new entry's value from e's.
+void copy_value(const Entry* from, Entry* to);
+// Moves the value (and expiry) of `from` (db a) into a new entry `key` of db b.
+Entry* move_entry(Database& a, Entry* from, Database& b, std::string_view key);
 
 }  // namespace conduit::kv

@@ -73,6 +73,9 @@ struct Entry {
   uint32_t volatile_index = 0;
   uint32_t key_len;
   Type type = Type::kString;
+  // LRU: seconds clock of the last access; LFU: minutes clock << 8 | log counter (Redis'
+  // robj->lru, 24 bits used).  What OBJECT IDLETIME/FREQ report and eviction compares.
+  uint32_t access = 0;
   std::string str;  // kString
   // Exactly one is set for the aggregate types.
   std::unique_ptr<ListValue> list;
@@ -126,6 +129,11 @@ class KeyTable {
   size_t capacity() const { return slots_.size(); }
   // Destroys every entry.
   void clear();
+  void swap(KeyTable& o) {
+    slots_.swap(o.slots_);
+    std::swap(mask_, o.mask_);
+    std::swap(size_, o.size_);
+  }
   // Shrinks when mostly empty (called from the cron, not per delete, to avoid thrash).
   void maybe_shrink();
   Entry* random_entry(uint64_t rnd) const;
@@ -191,7 +199,12 @@ class Database {
   void set_expire(Entry* e, int64_t when_ms);
   void persist(Entry* e);
   void clear();
-  // Moves e to `to` under the same key (MOVE / RENAME across dbs not needed yet).
+  // SWAPDB: exchanges every key (and expiry) with o; indexes stay.
+  void swap_contents(Database& o) {
+    table_.swap(o.table_);
+    volatile_.swap(o.volatile_);
+    std::swap(avg_ttl, o.avg_ttl);
+  }
   Entry* random_volatile(uint64_t rnd) const {
     return volatile_.empty() ? nullptr : volatile_[rnd % volatile_.size()];
   }

@@ -35,10 +35,10 @@ class AuthLimits : public ::testing::TestWithParam<std::string> {
     }
     o.tcp = false;
     o.bind = addr;
-    o.rdma_port = 0;
+    o.listen.push_back("rdma://" + std::string(addr) + ":0");
 #else
     o.port = 0;
-    if (testing::shm_available()) o.shm_name = testing::unique_name("kv-auth");
+    if (testing::shm_available()) o.listen.push_back("shm://" + testing::unique_name("kv-auth"));
 #endif
     server_ = new ServerThread(o);
     if (!server_->ok()) unavailable_ = "server: " + server_->status().to_string();

@@ -33,7 +33,7 @@ class Commands : public ::testing::TestWithParam<std::string> {
     ServerOptions ro;
     ro.tcp = false;
     ro.bind = addr;
-    ro.rdma_port = 0;
+    ro.listen.push_back("rdma://" + std::string(addr) + ":0");
     ro.hz = 50;
     ro.protected_mode = false;  // the rdma peer address is not loopback; the guest is isolated
     server_ = new ServerThread(ro);
@@ -43,7 +43,7 @@ class Commands : public ::testing::TestWithParam<std::string> {
     ServerOptions o;
     o.port = 0;
     o.hz = 50;  // quicker active expiry for the expiry test
-    if (testing::shm_available()) o.shm_name = testing::unique_name("kv-commands");
+    if (testing::shm_available()) o.listen.push_back("shm://" + testing::unique_name("kv-commands"));
     server_ = new ServerThread(o);
     ASSERT_TRUE(server_->ok()) << server_->status().to_string();
     ServerOptions threaded;
@@ -467,8 +467,11 @@ TEST_P(Commands, InfoConfigCommand) {
   auto many = c_->command({"CONFIG", "GET", "*"});
   EXPECT_GT(many->elements.size(), 20u);
   EXPECT_EQ(r({"CONFIG", "SET", "nosuch", "1"}), "-ERR Unknown option or number of arguments for CONFIG SET - 'nosuch'");
+  EXPECT_EQ(r({"CONFIG", "SET", "daemonize", "no"}),
+            "-ERR CONFIG SET failed (possibly related to argument 'daemonize') - can't set immutable config");
   EXPECT_EQ(r({"CONFIG", "SET", "port", "1"}),
-            "-ERR CONFIG SET failed (possibly related to argument 'port') - can't set immutable config");
+            "-ERR CONFIG SET failed (possibly related to argument 'port') - conduit-kv cannot change 'port' while it "
+            "runs (restart it with --port)");
   EXPECT_EQ(r({"CONFIG", "SET", "hz", "abc"}),
             "-ERR CONFIG SET failed (possibly related to argument 'hz') - argument couldn't be parsed into an integer");
   EXPECT_EQ(r({"CONFIG", "GET"}), "-ERR wrong number of arguments for 'config|get' command");

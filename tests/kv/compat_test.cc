@@ -82,8 +82,13 @@ TEST_F(Compat, ConfigSetIsAllOrNothing) {
   EXPECT_EQ(r({"CONFIG", "SET", "timeout", "5", "hz", "0"}),
             "-ERR CONFIG SET failed (possibly related to argument 'hz') - argument must be between 1 and 500 inclusive");
   EXPECT_EQ(r({"CONFIG", "GET", "timeout"}), "[\"timeout\", \"0\"]");  // not half applied
+  EXPECT_EQ(r({"CONFIG", "SET", "timeout", "5", "databases", "4"}),
+            "-ERR CONFIG SET failed (possibly related to argument 'databases') - can't set immutable config");
+  // Redis changes port at run time; conduit-kv refuses a change clearly (docs/KV.md).
   EXPECT_EQ(r({"CONFIG", "SET", "timeout", "5", "port", "1"}),
-            "-ERR CONFIG SET failed (possibly related to argument 'port') - can't set immutable config");
+            "-ERR CONFIG SET failed (possibly related to argument 'port') - conduit-kv cannot change 'port' while it "
+            "runs (restart it with --port)");
+  EXPECT_EQ(r({"CONFIG", "GET", "timeout"}), "[\"timeout\", \"0\"]");  // not half applied
   EXPECT_EQ(r({"CONFIG", "SET", "timeout", "5", "hz", "20"}), "+OK");
   EXPECT_EQ(r({"CONFIG", "GET", "timeout"}), "[\"timeout\", \"5\"]");
   EXPECT_EQ(r({"CONFIG", "GET", "hz"}), "[\"hz\", \"20\"]");

@@ -51,7 +51,7 @@ TEST(TransportLimits, ShmRingsCountInUsedMemoryAndAgainstMaxmemory) {
   if (!testing::shm_available()) GTEST_SKIP() << "shm transport not available";
   ServerOptions o;
   o.port = 0;
-  o.extra_listen.push_back("shm://" + testing::unique_name("kv-rings") + "?max_ring=64M");
+  o.listen.push_back("shm://" + testing::unique_name("kv-rings") + "?max_ring=64M");
   ServerThread s(o);
   ASSERT_TRUE(s.ok()) << s.status().to_string();
   const std::string url = s.url("shm");
@@ -88,7 +88,7 @@ TEST(TransportLimits, ShmHandshakesInProgressCountAgainstMaxclients) {
   ServerOptions o;
   o.port = 0;
   o.maxclients = 4;
-  o.extra_listen.push_back("shm://" + testing::unique_name("kv-hs") + "?connect_timeout_ms=60000");
+  o.listen.push_back("shm://" + testing::unique_name("kv-hs") + "?connect_timeout_ms=60000");
   ServerThread s(o);
   ASSERT_TRUE(s.ok()) << s.status().to_string();
   const std::string path = shm_path(s.url("shm"));

@@ -172,6 +172,18 @@ class ReplyWriter {
     limit_ = 0;
   }
 
+  // Error replies written since the last take_errors(), and the code of the last one (its
+  // first word, "ERR", "WRONGTYPE": INFO errorstats).  Counting costs one increment.
+  struct ErrorCount {
+    uint32_t count = 0;
+    std::string_view code;  // valid until the next error()
+  };
+  ErrorCount take_errors() {
+    ErrorCount e{errors_, std::string_view(err_code_, err_code_len_)};
+    errors_ = 0;
+    return e;
+  }
+
   void simple(std::string_view s);      // +s
   void ok() {
     if (fits(5)) out_->append("+OK\r\n", 5);
@@ -184,6 +196,8 @@ class ReplyWriter {
   void array(size_t n);                 // *n
   void map(size_t n);                   // RESP3 %n; RESP2 *2n
   void set(size_t n);                   // RESP3 ~n; RESP2 *n
+  void push(size_t n);                  // RESP3 >n (pub/sub messages); RESP2 *n
+  void boolean(bool b);                 // RESP3 #t/#f; RESP2 :1/:0
   void dbl(double d);                   // RESP3 ,d; RESP2 bulk "%.17g"
   void verbatim(std::string_view s, std::string_view fmt = "txt");  // RESP3 =; RESP2 bulk
   void raw(std::string_view s) {
@@ -201,6 +215,9 @@ class ReplyWriter {
   void header(char type, int64_t n);
   ByteBuffer* out_;
   RespVersion version_;
+  uint32_t errors_ = 0;
+  uint8_t err_code_len_ = 0;
+  char err_code_[31] = {};
   uint64_t limit_ = UINT64_MAX;
   bool failed_ = false;
   bool over_limit_ = false;

@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <span>
@@ -28,14 +29,12 @@
 #include <vector>
 
 #include "conduit/base/status.h"
+#include "conduit/kv/append_fsync.h"
 #include "conduit/kv/resp.h"
 #include "conduit/reactor/event_loop.h"
 
 namespace conduit::kv {
 
-enum class AppendFsync : uint8_t { kAlways, kEverysec, kNo };
-std::string_view appendfsync_name(AppendFsync f);
-bool parse_appendfsync(std::string_view s, AppendFsync* out);
 // Redis' memory values: "100", "1k" (1000), "1kb" (1024), "1m", "1mb", "1g", "1gb".
 bool parse_memory_value(std::string_view s, uint64_t* out);
 
@@ -50,6 +49,19 @@ struct ServerOptionInfo {
   std::string_view doc;   // one line for --help
 };
 std::span<const ServerOptionInfo> server_option_list();
+// Redis 7.0 options conduit-kv accepts and reports without acting on them (encoding knobs,
+// replication, RDB, TLS ...), each with its default and why: docs and --help list them.
+struct RedisCompatOption {
+  std::string_view name;
+  std::string_view default_value;
+  std::string_view why;
+};
+std::span<const RedisCompatOption> redis_compat_options();
+// Reads a redis.conf-style text (directive args..., # comments, quoting as redis.conf) into
+// *o through the same table.  Returns "" or the fatal error (Redis' wording, with the line);
+// settings that switch on what conduit-kv lacks (save 900 1, notify-keyspace-events KEA)
+// are left off with a warning in *warnings.
+std::string load_config_text(ServerOptions* o, std::string_view text, std::vector<std::string>* warnings);
 // Sets option `name` of *o from text (also options CONFIG SET may not change: this is
 // for before Server::create).  Returns "" or why the value was refused (*o unchanged).
 std::string set_server_option(ServerOptions* o, std::string_view name, std::string_view value);
@@ -57,22 +69,33 @@ std::string set_server_option(ServerOptions* o, std::string_view name, std::stri
 std::optional<std::string> get_server_option(const ServerOptions& o, std::string_view name);
 
 // Every option has redis-server's name (CONFIG GET/SET use it) and default.
+// maxmemory-policy: what goes when used memory passes maxmemory (Redis' names and sampled
+// approximations: maxmemory-samples keys are looked at per eviction).
+enum class MaxmemoryPolicy : uint8_t {
+  kNoEviction, kAllKeysLru, kVolatileLru, kAllKeysLfu, kVolatileLfu, kAllKeysRandom, kVolatileRandom, kVolatileTtl,
+};
+
+// Every option has redis-server's name (CONFIG GET/SET use it) and default.
 struct ServerOptions {
-  std::string bind = "127.0.0.1";    // bind: the address of the tcp (and rdma) listeners
+  std::string bind = "127.0.0.1";    // bind: the address(es) of the tcp listener (space-separated)
   uint16_t port = 6379;              // port: tcp listener; 0 = pick a free port
-  bool tcp = true;                   // false: no tcp listener at all
-  std::string shm_name;              // shm-name: also listen on shm://<name> ("" = no)
-  uint32_t shm_busy_poll_us = 0;     // shm-busy-poll-us: shm connections spin this long before sleeping
-  int rdma_port = -1;                // rdma-port: also listen on rdma://bind:port (-1 = no, 0 = any)
-  std::vector<std::string> extra_listen;  // more listener URLs, as given
+  bool tcp = true;                   // false: no tcp listener from bind/port at all
+  // More listeners, as transport URLs (shm://name, rdma://host:port, tcp://[::1]:6380 ...):
+  // a new transport needs no change here.  conduit-kv's --shm-name and --rdma-port add to it.
+  std::vector<std::string> listen;
 
   std::string requirepass;           // requirepass: "" = no password
   bool protected_mode = true;        // protected-mode: no password => loopback clients only
   uint32_t maxclients = 10000;       // maxclients
-  uint64_t maxmemory = 0;            // maxmemory in bytes, 0 = no limit (policy: noeviction)
+  uint64_t maxmemory = 0;            // maxmemory in bytes, 0 = no limit
+  MaxmemoryPolicy maxmemory_policy = MaxmemoryPolicy::kNoEviction;  // maxmemory-policy
+  uint32_t maxmemory_samples = 5;    // maxmemory-samples: keys sampled per eviction
+  uint32_t lfu_log_factor = 10;      // lfu-log-factor
+  uint32_t lfu_decay_time = 1;       // lfu-decay-time (minutes)
   uint32_t databases = 16;           // databases
   uint32_t timeout = 0;              // timeout: close clients idle this many seconds (0 = never)
   uint32_t hz = 10;                  // hz: cron frequency (active expiry, client checks)
+  uint64_t latency_monitor_threshold_ms = 0;  // latency-monitor-threshold (0 = off)
 
   bool appendonly = false;           // appendonly
   AppendFsync appendfsync = AppendFsync::kEverysec;  // appendfsync
@@ -92,12 +115,25 @@ struct ServerOptions {
   uint64_t output_hard_limit = 256ull << 20;
   uint64_t output_soft_limit = 64ull << 20;
   uint32_t output_soft_seconds = 60;
+  // The pubsub class (Redis' default 32mb 8mb 60): a subscriber that does not read its
+  // messages is disconnected, it never grows the server without limit.
+  uint64_t pubsub_hard_limit = 32ull << 20;
+  uint64_t pubsub_soft_limit = 8ull << 20;
+  uint32_t pubsub_soft_seconds = 60;
+  // The replica class: accepted and shown (conduit-kv has no replicas).
+  std::string replica_output_limit = "256mb 64mb 60";
   // Stop running a client's pipelined commands while this many reply bytes are unsent
   // (resume when they drain): a client that does not read cannot grow memory unboundedly.
   uint64_t output_pause_bytes = 1ull << 20;
-  uint32_t io_threads = 1;           // io-threads: reactor threads serving connections (1..64)
+  uint32_t io_threads = 1;           // io-threads: reactor threads serving connections (1..128)
   uint32_t io_busy_poll_us = 0;      // busy polling of the extra io-thread loops (LoopOptions)
-  std::string logfile;               // informational (CONFIG GET)
+  std::string logfile;               // logfile: "" = stdout (Redis' log lines, see docs/KV.md)
+  std::string loglevel = "notice";   // loglevel: debug | verbose | notice | warning
+  bool always_show_logo = false;     // always-show-logo: a banner with the pid at start
+  std::string config_file;           // the redis.conf-style file read at start ("" = none)
+  // Redis options conduit-kv accepts and reports without acting on them (encodings,
+  // replication, RDB, ... : src/kv/config.cc lists each with its reason): name -> value.
+  std::map<std::string, std::string> redis_compat;
 };
 
 struct ServerStats {

@@ -1,0 +1,154 @@
+// BGREWRITEAOF: the forked child writes the keyspace as a minimal command list; worker 0
+// watches the child and installs the new file (aof.h has the protocol).
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "conduit/base/log.h"
+#include "numbers.h"
+#include "server_impl.h"
+
+namespace conduit::kv {
+
+std::string ServerImpl::bgrewriteaof() {
+  if (!aof_) return "ERR Append only file is disabled (appendonly no): nothing to rewrite";
+  if (aof_->rewrite_in_progress()) return "ERR Background append only file rewriting already in progress";
+  // mu_ is held: no other worker is inside a command while the child's snapshot is forked.
+  auto fd = aof_->start_rewrite([this](int out) { return write_snapshot(out); });
+  if (!fd.ok()) return "ERR " + std::string(fd.status().message());
+  rewrite_fd_ = *fd;
+  watch_rewrite(rewrite_fd_);
+  ++aof_rewrites_scheduled_;
+  return "";
+}
+
+// The child holds the pipe's write end: the read end hangs up when it exits.  Watched on
+// worker 0's loop.  mu_ held.
+void ServerImpl::watch_rewrite(int fd) {
+  auto add = [this, fd] {
+    if (rewrite_fd_ != fd || loop_.watching(fd)) return;
+    if (Status s = loop_.add(fd, reactor::kReadable, &rewrite_watch_); !s.ok())
+      CONDUIT_LOG(kWarn) << "aof rewrite: cannot watch the child: " << s.to_string();
+  };
+  if (loop_.in_loop_thread()) return add();
+  post_to(*workers_[0], [this, add] {
+    std::lock_guard<std::mutex> lock(mu_);
+    add();
+  });
+}
+
+void ServerImpl::on_rewrite_done() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (rewrite_fd_ >= 0 && loop_.watching(rewrite_fd_)) (void)loop_.remove(rewrite_fd_);
+  rewrite_fd_ = -1;
+  if (aof_) (void)aof_->finish_rewrite();
+}
+// Runs in the forked child: plain writes, no loop.
+bool ServerImpl::write_snapshot(int fd) {
+  ByteBuffer buf;
+  auto drain = [&](bool force) {
+    if (!force && buf.size() < (1 << 20)) return true;
+    size_t off = 0;
+    while (off < buf.size()) {
+      const ssize_t n = ::write(fd, buf.data() + off, buf.size() - off);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return false;
+      }
+      off += static_cast<size_t>(n);
+    }
+    buf.clear();
+    return true;
+  };
+  std::vector<std::string_view> args;
+  std::vector<std::string> owned;
+  bool write_failed = false;
+  auto emit_batched = [&](std::string_view cmd, std::string_view key, const auto& items, auto&& add_item) {
+    constexpr size_t kBatch = 64;
+    size_t in_batch = 0;
+    args.clear();
+    owned.clear();
+    for (const auto& it : items) {
+      if (in_batch == 0) {
+        args.assign({cmd, key});
+        owned.clear();
+        owned.reserve(2 * kBatch);
+      }
+      add_item(it);
+      if (++in_batch == kBatch) {
+        append_command(&buf, args);
+        // Written as it goes: the child's memory is one batch, not the biggest key.
+        if (!drain(false)) write_failed = true;
+        in_batch = 0;
+      }
+    }
+    if (in_batch > 0) append_command(&buf, args);
+  };
+  const int64_t now = wall_ms();
+  for (const auto& dbp : dbs_) {
+    Database& db = *dbp;
+    if (db.size() == 0) continue;
+    char num[24];
+    const std::string_view sel[2] = {"SELECT", std::string_view(num, ll2string(num, db.index()))};
+    append_command(&buf, sel);
+    bool ok = true;
+    db.table().for_each([&](const Entry* e) {
+      if (!ok) return;
+      if (e->expire_ms >= 0 && e->expire_ms < now) return;
+      const std::string_view key = e->key();
+      switch (e->type) {
+        case Type::kString: {
+          const std::string_view a[3] = {"SET", key, e->str};
+          append_command(&buf, a);
+          break;
+        }
+        case Type::kList:
+          emit_batched("RPUSH", key, e->list->items, [&](const std::string& s) { args.push_back(s); });
+          break;
+        case Type::kHash:
+          emit_batched("HSET", key, e->hash_v->fields, [&](const auto& kv) {
+            args.push_back(kv.first);
+            args.push_back(kv.second);
+          });
+          break;
+        case Type::kSet:
+          emit_batched("SADD", key, e->set->members, [&](const std::string& s) { args.push_back(s); });
+          break;
+        case Type::kZSet:
+          emit_batched("ZADD", key, e->zset->order, [&](const std::pair<double, std::string>& p) {
+            char d[128];
+            owned.emplace_back(d, d2string(d, sizeof d, p.first));
+            args.push_back(owned.back());
+            args.push_back(p.second);
+          });
+          break;
+        case Type::kStream: {
+          const StreamValue& s = *e->stream;
+          for (const auto& [id, fv] : s.entries) {
+            const std::string ids = id.to_string();
+            args.assign({"XADD", key, ids});
+            for (const std::string& f : fv) args.push_back(f);
+            append_command(&buf, args);
+          }
+          if (s.entries.empty()) {
+            // Keep an emptied stream (and its last id): add a placeholder, trim it away.
+            const std::string ids = s.last_id.to_string();
+            const std::string_view a[7] = {"XADD", key, "MAXLEN", "0", ids, "_", "_"};
+            append_command(&buf, a);
+          }
+          break;
+        }
+      }
+      if (e->expire_ms >= 0) {
+        char t[24];
+        const std::string_view a[3] = {"PEXPIREAT", key, std::string_view(t, ll2string(t, e->expire_ms))};
+        append_command(&buf, a);
+      }
+      ok = drain(false) && !write_failed;
+    });
+    if (!ok) return false;
+  }
+  return drain(true);
+}
+
+}  // namespace conduit::kv

@@ -1,0 +1,848 @@
+// Sorted sets: commands, replies and errors as Redis 7.0.  A sorted set that becomes empty
+// is deleted, as in Redis.  The value is a hash table (member -> score) plus an ordered
+// tree of (score, member): ranges by score are O(log n + m); ranks and index ranges walk the
+// tree (O(rank)), where Redis' skiplist is O(log n).
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <unordered_set>
+
+#include "collection_scan.h"
+#include "numbers.h"
+#include "random_pick.h"
+#include "server_impl.h"
+
+namespace conduit::kv {
+namespace {
+
+using ZItem = std::pair<double, std::string>;
+using ZOrder = std::set<ZItem>;
+
+void zadd_generic(CommandContext& ctx, bool incr_cmd) {
+  enum { kNx = 1, kXx = 2, kGt = 4, kLt = 8, kCh = 16, kIncr = 32 };
+  unsigned f = incr_cmd ? kIncr : 0;
+  size_t j = 2;
+  if (!incr_cmd) {
+    for (; j < ctx.argc(); ++j) {
+      const std::string_view o = ctx.arg(j);
+      if (eq_nocase(o, "nx")) f |= kNx;
+      else if (eq_nocase(o, "xx")) f |= kXx;
+      else if (eq_nocase(o, "gt")) f |= kGt;
+      else if (eq_nocase(o, "lt")) f |= kLt;
+      else if (eq_nocase(o, "ch")) f |= kCh;
+      else if (eq_nocase(o, "incr")) f |= kIncr;
+      else break;
+    }
+  }
+  const size_t elements = ctx.argc() - j;
+  if (elements == 0 || elements % 2 != 0) return ctx.error(kSyntaxError);
+  if ((f & kNx) && (f & kXx)) return ctx.error("ERR XX and NX options at the same time are not compatible");
+  if (((f & kGt) && (f & kNx)) || ((f & kLt) && (f & kNx)) || ((f & kGt) && (f & kLt)))
+    return ctx.error("ERR GT, LT, and/or NX options at the same time are not compatible");
+  if ((f & kIncr) && elements > 2) return ctx.error("ERR INCR option supports a single increment-element pair");
+  std::vector<double> scores(elements / 2);
+  for (size_t i = 0; i < scores.size(); ++i)
+    if (!get_double(ctx, ctx.arg(j + 2 * i), &scores[i])) return;
+  Entry* e = lookup_write(ctx, ctx.arg(1));
+  if (e == nullptr) {
+    if (f & kXx) return (f & kIncr) ? ctx.reply.null() : ctx.reply.integer(0);
+    e = create_typed(ctx, ctx.arg(1), Type::kZSet);
+  } else if (!check_type(ctx, e, Type::kZSet)) {
+    return;
+  }
+  ZSetValue& z = *e->zset;
+  int64_t added = 0, changed = 0;
+  double last = 0;
+  bool aborted = false;
+  for (size_t i = 0; i < scores.size(); ++i) {
+    const std::string_view member = ctx.arg(j + 2 * i + 1);
+    double score = scores[i];
+    auto it = z.scores.find(member);
+    if (it != z.scores.end()) {
+      if (f & kNx) {
+        aborted = true;
+        continue;
+      }
+      const double cur = it->second;
+      if (f & kIncr) {
+        score += cur;
+        if (std::isnan(score)) {
+          if (z.size() == 0) ctx.db->remove(e);
+          return ctx.error("ERR resulting score is not a number (NaN)");
+        }
+      }
+      if (((f & kLt) && score >= cur) || ((f & kGt) && score <= cur)) {
+        aborted = true;
+        continue;
+      }
+      last = score;
+      if (score != cur) {
+        z.add(member, score);
+        ++changed;
+      }
+    } else {
+      if (f & kXx) {
+        aborted = true;
+        continue;
+      }
+      z.add(member, score);
+      last = score;
+      ++added;
+    }
+  }
+  ctx.dirty += static_cast<uint64_t>(added + changed);
+  if (z.size() == 0) ctx.db->remove(e);
+  if (f & kIncr) return aborted ? ctx.reply.null() : ctx.reply.dbl(last);
+  ctx.reply.integer((f & kCh) ? added + changed : added);
+}
+void zadd_cmd(CommandContext& ctx) { zadd_generic(ctx, false); }
+void zincrby_cmd(CommandContext& ctx) { zadd_generic(ctx, true); }
+
+void zrem_cmd(CommandContext& ctx) {
+  Entry* e = lookup_write(ctx, ctx.arg(1));
+  if (e == nullptr) return ctx.reply.integer(0);
+  if (!check_type(ctx, e, Type::kZSet)) return;
+  int64_t n = 0;
+  for (size_t j = 2; j < ctx.argc(); ++j)
+    if (e->zset->remove(ctx.arg(j))) ++n;
+  ctx.dirty += static_cast<uint64_t>(n);
+  if (e->zset->size() == 0) ctx.db->remove(e);
+  ctx.reply.integer(n);
+}
+
+void zcard_cmd(CommandContext& ctx) {
+  Entry* e = lookup_read(ctx, ctx.arg(1));
+  if (e == nullptr) return ctx.reply.integer(0);
+  if (!check_type(ctx, e, Type::kZSet)) return;
+  ctx.reply.integer(static_cast<int64_t>(e->zset->size()));
+}
+
+void zscore_cmd(CommandContext& ctx) {
+  Entry* e = lookup_read(ctx, ctx.arg(1));
+  if (e == nullptr) return ctx.reply.null();
+  if (!check_type(ctx, e, Type::kZSet)) return;
+  auto it = e->zset->scores.find(ctx.arg(2));
+  if (it == e->zset->scores.end()) return ctx.reply.null();
+  ctx.reply.dbl(it->second);
+}
+
+
+// --- ranges -----------------------------------------------------------------------------------
+
+struct ScoreRange {
+  double min, max;
+  bool minex = false, maxex = false;
+  bool below_max(double v) const { return maxex ? v < max : v <= max; }
+  bool above_min(double v) const { return minex ? v > min : v >= min; }
+};
+
+bool parse_score_bound(std::string_view s, double* v, bool* ex) {
+  *ex = false;
+  if (!s.empty() && s[0] == '(') {
+    *ex = true;
+    s.remove_prefix(1);
+  }
+  if (!string2d(s, v)) return false;
+  return !std::isnan(*v);
+}
+
+bool parse_score_range(CommandContext& ctx, std::string_view a, std::string_view b, ScoreRange* r) {
+  if (!parse_score_bound(a, &r->min, &r->minex) || !parse_score_bound(b, &r->max, &r->maxex)) {
+    ctx.error("ERR min or max is not a float");
+    return false;
+  }
+  return true;
+}
+
+// Lex bound: "-" (lowest), "+" (highest), "[x" inclusive, "(x" exclusive.
+struct LexBound {
+  enum { kMin, kMax, kValue } kind = kValue;
+  std::string_view v;
+  bool ex = false;
+};
+struct LexRange {
+  LexBound min, max;
+  bool above_min(std::string_view m) const {
+    if (min.kind == LexBound::kMin) return true;
+    if (min.kind == LexBound::kMax) return false;
+    return min.ex ? m > min.v : m >= min.v;
+  }
+  bool below_max(std::string_view m) const {
+    if (max.kind == LexBound::kMax) return true;
+    if (max.kind == LexBound::kMin) return false;
+    return max.ex ? m < max.v : m <= max.v;
+  }
+};
+
+bool parse_lex_bound(std::string_view s, LexBound* b) {
+  if (s == "-") b->kind = LexBound::kMin;
+  else if (s == "+") b->kind = LexBound::kMax;
+  else if (!s.empty() && (s[0] == '[' || s[0] == '(')) {
+    b->kind = LexBound::kValue;
+    b->ex = s[0] == '(';
+    b->v = s.substr(1);
+  } else {
+    return false;
+  }
+  return true;
+}
+
+bool parse_lex_range(CommandContext& ctx, std::string_view a, std::string_view b, LexRange* r) {
+  if (!parse_lex_bound(a, &r->min) || !parse_lex_bound(b, &r->max)) {
+    ctx.error("ERR min or max not valid string range item");
+    return false;
+  }
+  return true;
+}
+
+Entry* zset_for_read(CommandContext& ctx, std::string_view key, bool* failed) {
+  *failed = false;
+  Entry* e = lookup_read(ctx, key);
+  if (e != nullptr && !check_type(ctx, e, Type::kZSet)) {
+    *failed = true;
+    return nullptr;
+  }
+  return e;
+}
+
+// The items of a range query, in reply order.
+using ZPicked = std::vector<const ZItem*>;
+
+void pick_by_rank(const ZOrder& o, int64_t start, int64_t end, bool rev, ZPicked* out) {
+  if (!normalize_range(&start, &end, static_cast<int64_t>(o.size()))) return;
+  const size_t n = static_cast<size_t>(end - start + 1);
+  out->reserve(n);
+  if (!rev) {
+    auto it = std::next(o.begin(), start);
+    for (size_t i = 0; i < n; ++i, ++it) out->push_back(&*it);
+  } else {
+    auto it = std::next(o.rbegin(), start);
+    for (size_t i = 0; i < n; ++i, ++it) out->push_back(&*it);
+  }
+}
+
+void pick_by_score(const ZOrder& o, const ScoreRange& r, bool rev, int64_t offset, int64_t limit, ZPicked* out) {
+  if (!rev) {
+    for (auto it = o.lower_bound({r.min, std::string()}); it != o.end(); ++it) {
+      if (!r.above_min(it->first)) continue;
+      if (!r.below_max(it->first)) break;
+      if (offset > 0) {
+        --offset;
+        continue;
+      }
+      if (limit == 0) break;
+      out->push_back(&*it);
+      if (limit > 0) --limit;
+    }
+  } else {
+    // Start after the last item scored <= max (members of that score sort after "").
+    auto it = std::make_reverse_iterator(std::find_if(o.lower_bound({r.max, std::string()}), o.end(),
+                                                      [&](const ZItem& x) { return x.first > r.max; }));
+    for (; it != o.rend(); ++it) {
+      if (!r.below_max(it->first)) continue;
+      if (!r.above_min(it->first)) break;
+      if (offset > 0) {
+        --offset;
+        continue;
+      }
+      if (limit == 0) break;
+      out->push_back(&*it);
+      if (limit > 0) --limit;
+    }
+  }
+}
+
+void pick_by_lex(const ZOrder& o, const LexRange& r, bool rev, int64_t offset, int64_t limit, ZPicked* out) {
+  auto take = [&](const ZItem& x) {
+    if (offset > 0) {
+      --offset;
+      return true;
+    }
+    if (limit == 0) return false;
+    out->push_back(&x);
+    if (limit > 0) --limit;
+    return true;
+  };
+  if (!rev) {
+    for (const ZItem& x : o) {
+      if (!r.above_min(x.second)) continue;
+      if (!r.below_max(x.second)) break;
+      if (!take(x)) break;
+    }
+  } else {
+    for (auto it = o.rbegin(); it != o.rend(); ++it) {
+      if (!r.below_max(it->second)) continue;
+      if (!r.above_min(it->second)) break;
+      if (!take(*it)) break;
+    }
+  }
+}
+
+void reply_items(CommandContext& ctx, const ZPicked& items, bool withscores) {
+  const bool pairs = withscores && ctx.reply.resp3();
+  ctx.reply.array(withscores && !pairs ? 2 * items.size() : items.size());
+  for (const ZItem* x : items) {
+    if (pairs) ctx.reply.array(2);
+    ctx.reply.bulk(x->second);
+    if (withscores) ctx.reply.dbl(x->first);
+  }
+}
+
+enum class RangeBy { kRank, kScore, kLex };
+
+// ZRANGE / ZRANGESTORE / ZREV* / Z*BY*: one implementation (Redis' zrangeGenericCommand).
+// argv[first], argv[first+1] are the bounds; options follow from opt_at.
+void zrange_generic(CommandContext& ctx, size_t src_at, size_t first, RangeBy by, bool rev, bool store,
+                    bool allow_options) {
+  bool withscores = false, have_limit = false;
+  int64_t offset = 0, limit = -1;
+  for (size_t j = first + 2; j < ctx.argc(); ++j) {
+    const std::string_view o = ctx.arg(j);
+    const size_t left = ctx.argc() - j - 1;
+    if (!store && eq_nocase(o, "withscores")) withscores = true;
+    else if (eq_nocase(o, "limit") && left >= 2) {
+      if (!get_ll(ctx, ctx.arg(j + 1), &offset) || !get_ll(ctx, ctx.arg(j + 2), &limit)) return;
+      have_limit = true;
+      j += 2;
+    } else if (allow_options && by == RangeBy::kRank && eq_nocase(o, "byscore")) by = RangeBy::kScore;
+    else if (allow_options && by == RangeBy::kRank && eq_nocase(o, "bylex")) by = RangeBy::kLex;
+    else if (allow_options && eq_nocase(o, "rev")) rev = true;
+    else return ctx.error(kSyntaxError);
+  }
+  if (have_limit && by == RangeBy::kRank)
+    return ctx.error("ERR syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX");
+  if (withscores && by == RangeBy::kLex)
+    return ctx.error("ERR syntax error, WITHSCORES not supported in combination with BYLEX");
+  // With REV (and in ZREVRANGEBY*) the first bound is the maximum.
+  const std::string_view lo = (rev && by != RangeBy::kRank) ? ctx.arg(first + 1) : ctx.arg(first);
+  const std::string_view hi = (rev && by != RangeBy::kRank) ? ctx.arg(first) : ctx.arg(first + 1);
+  int64_t start = 0, end = 0;
+  ScoreRange sr{};
+  LexRange lr{};
+  if (by == RangeBy::kRank) {
+    if (!get_ll(ctx, ctx.arg(first), &start) || !get_ll(ctx, ctx.arg(first + 1), &end)) return;
+  } else if (by == RangeBy::kScore) {
+    if (!parse_score_range(ctx, lo, hi, &sr)) return;
+  } else if (!parse_lex_range(ctx, lo, hi, &lr)) {
+    return;
+  }
+  bool failed;
+  Entry* e = zset_for_read(ctx, ctx.arg(src_at), &failed);
+  if (failed) return;
+  ZPicked items;
+  if (e != nullptr) {
+    const ZOrder& o = e->zset->order;
+    if (offset < 0) items.clear();
+    else if (by == RangeBy::kRank) pick_by_rank(o, start, end, rev, &items);
+    else if (by == RangeBy::kScore) pick_by_score(o, sr, rev, offset, limit, &items);
+    else pick_by_lex(o, lr, rev, offset, limit, &items);
+  }
+  if (!store) return reply_items(ctx, items, withscores);
+  auto z = std::make_unique<ZSetValue>();
+  for (const ZItem* x : items) z->add(x->second, x->first);
+  Entry* d = lookup_write(ctx, ctx.arg(1));
+  if (d != nullptr) {
+    ctx.db->remove(d);
+    ++ctx.dirty;
+  }
+  const size_t n = z->size();
+  if (n > 0) {
+    d = create_typed(ctx, ctx.arg(1), Type::kZSet);
+    d->zset = std::move(z);
+    ++ctx.dirty;
+  }
+  if (ctx.dirty > 0) ctx.touched(ctx.arg(1));
+  ctx.reply.integer(static_cast<int64_t>(n));
+}
+
+void zrange_cmd(CommandContext& ctx) { zrange_generic(ctx, 1, 2, RangeBy::kRank, false, false, true); }
+void zrangestore_cmd(CommandContext& ctx) { zrange_generic(ctx, 2, 3, RangeBy::kRank, false, true, true); }
+void zrevrange_cmd(CommandContext& ctx) { zrange_generic(ctx, 1, 2, RangeBy::kRank, true, false, false); }
+void zrangebyscore_cmd(CommandContext& ctx) { zrange_generic(ctx, 1, 2, RangeBy::kScore, false, false, false); }
+void zrevrangebyscore_cmd(CommandContext& ctx) { zrange_generic(ctx, 1, 2, RangeBy::kScore, true, false, false); }
+void zrangebylex_cmd(CommandContext& ctx) { zrange_generic(ctx, 1, 2, RangeBy::kLex, false, false, false); }
+void zrevrangebylex_cmd(CommandContext& ctx) { zrange_generic(ctx, 1, 2, RangeBy::kLex, true, false, false); }
+
+void zcount_cmd(CommandContext& ctx) {
+  ScoreRange r{};
+  if (!parse_score_range(ctx, ctx.arg(2), ctx.arg(3), &r)) return;
+  bool failed;
+  Entry* e = zset_for_read(ctx, ctx.arg(1), &failed);
+  if (failed) return;
+  ZPicked items;
+  if (e != nullptr) pick_by_score(e->zset->order, r, false, 0, -1, &items);
+  ctx.reply.integer(static_cast<int64_t>(items.size()));
+}
+
+void zlexcount_cmd(CommandContext& ctx) {
+  LexRange r{};
+  if (!parse_lex_range(ctx, ctx.arg(2), ctx.arg(3), &r)) return;
+  bool failed;
+  Entry* e = zset_for_read(ctx, ctx.arg(1), &failed);
+  if (failed) return;
+  ZPicked items;
+  if (e != nullptr) pick_by_lex(e->zset->order, r, false, 0, -1, &items);
+  ctx.reply.integer(static_cast<int64_t>(items.size()));
+}
+
+void zrank_generic(CommandContext& ctx, bool rev) {
+  bool failed;
+  Entry* e = zset_for_read(ctx, ctx.arg(1), &failed);
+  if (failed) return;
+  if (e == nullptr) return ctx.reply.null();
+  const ZSetValue& z = *e->zset;
+  auto it = z.scores.find(ctx.arg(2));
+  if (it == z.scores.end()) return ctx.reply.null();
+  const auto pos = z.order.find({it->second, it->first});
+  const int64_t rank = static_cast<int64_t>(std::distance(z.order.begin(), pos));
+  ctx.reply.integer(rev ? static_cast<int64_t>(z.size()) - 1 - rank : rank);
+}
+void zrank_cmd(CommandContext& ctx) { zrank_generic(ctx, false); }
+void zrevrank_cmd(CommandContext& ctx) { zrank_generic(ctx, true); }
+
+void zremrange_generic(CommandContext& ctx, RangeBy by) {
+  int64_t start = 0, end = 0;
+  ScoreRange sr{};
+  LexRange lr{};
+  if (by == RangeBy::kRank) {
+    if (!get_ll(ctx, ctx.arg(2), &start) || !get_ll(ctx, ctx.arg(3), &end)) return;
+  } else if (by == RangeBy::kScore) {
+    if (!parse_score_range(ctx, ctx.arg(2), ctx.arg(3), &sr)) return;
+  } else if (!parse_lex_range(ctx, ctx.arg(2), ctx.arg(3), &lr)) {
+    return;
+  }
+  Entry* e = lookup_write(ctx, ctx.arg(1));
+  if (e == nullptr) return ctx.reply.integer(0);
+  if (!check_type(ctx, e, Type::kZSet)) return;
+  ZPicked items;
+  const ZOrder& o = e->zset->order;
+  if (by == RangeBy::kRank) pick_by_rank(o, start, end, false, &items);
+  else if (by == RangeBy::kScore) pick_by_score(o, sr, false, 0, -1, &items);
+  else pick_by_lex(o, lr, false, 0, -1, &items);
+  std::vector<std::string> names;
+  names.reserve(items.size());
+  for (const ZItem* x : items) names.push_back(x->second);
+  for (const std::string& m : names) e->zset->remove(m);
+  ctx.dirty += names.size();
+  if (e->zset->size() == 0) ctx.db->remove(e);
+  ctx.reply.integer(static_cast<int64_t>(names.size()));
+}
+void zremrangebyrank_cmd(CommandContext& ctx) { zremrange_generic(ctx, RangeBy::kRank); }
+void zremrangebyscore_cmd(CommandContext& ctx) { zremrange_generic(ctx, RangeBy::kScore); }
+void zremrangebylex_cmd(CommandContext& ctx) { zremrange_generic(ctx, RangeBy::kLex); }
+
+void zmscore_cmd(CommandContext& ctx) {
+  bool failed;
+  Entry* e = zset_for_read(ctx, ctx.arg(1), &failed);
+  if (failed) return;
+  ctx.reply.array(ctx.argc() - 2);
+  for (size_t j = 2; j < ctx.argc(); ++j) {
+    if (e == nullptr) {
+      ctx.reply.null();
+      continue;
+    }
+    auto it = e->zset->scores.find(ctx.arg(j));
+    if (it == e->zset->scores.end()) ctx.reply.null();
+    else ctx.reply.dbl(it->second);
+  }
+}
+
+// --- ZUNION / ZINTER / ZDIFF (and STORE, ZINTERCARD) ------------------------------------------
+
+enum class ZOp { kUnion, kInter, kDiff };
+enum class Agg { kSum, kMin, kMax };
+
+double aggregate(Agg a, double acc, double v) {
+  if (a == Agg::kSum) {
+    const double r = acc + v;
+    return std::isnan(r) ? 0.0 : r;  // inf + -inf
+  }
+  return a == Agg::kMin ? std::min(acc, v) : std::max(acc, v);
+}
+
+// One input (a sorted set or a set, whose members score 1) as (member, score) pairs.
+struct ZInput {
+  const ZSetValue* z = nullptr;
+  const StrSet* s = nullptr;
+  size_t size() const { return z ? z->size() : (s ? s->size() : 0); }
+  bool find(std::string_view m, double* score) const {
+    if (z) {
+      auto it = z->scores.find(m);
+      if (it == z->scores.end()) return false;
+      *score = it->second;
+      return true;
+    }
+    if (s && s->count(m)) {
+      *score = 1.0;
+      return true;
+    }
+    return false;
+  }
+  template <typename Fn>
+  void each(Fn&& fn) const {
+    if (z)
+      for (const auto& [m, sc] : z->scores) fn(m, sc);
+    else if (s)
+      for (const auto& m : *s) fn(m, 1.0);
+  }
+};
+
+// numkeys at argv[nk]; the store forms have the destination at argv[1].
+void zsetop_generic(CommandContext& ctx, ZOp op, bool store, bool card = false) {
+  const size_t nk = store || card ? (card ? 1 : 2) : 1;
+  int64_t numkeys;
+  if (!get_ll(ctx, ctx.arg(nk), &numkeys)) return;
+  if (numkeys < 1) {
+    if (card) return ctx.error("ERR numkeys should be greater than 0");
+    return ctx.error("ERR at least 1 input key is needed for '" + std::string(ctx.cmd->name) + "' command");
+  }
+  if (static_cast<uint64_t>(numkeys) > ctx.argc() - nk - 1) {
+    if (card) return ctx.error("ERR Number of keys can't be greater than number of args");
+    return ctx.error(kSyntaxError);
+  }
+  const size_t first = nk + 1;
+  const size_t n = static_cast<size_t>(numkeys);
+  std::vector<double> weights(n, 1.0);
+  Agg agg = Agg::kSum;
+  bool withscores = false;
+  int64_t limit = 0;
+  for (size_t j = first + n; j < ctx.argc(); ++j) {
+    const std::string_view o = ctx.arg(j);
+    const size_t left = ctx.argc() - j - 1;
+    if (card) {
+      if (eq_nocase(o, "limit") && left >= 1) {
+        if (!string2ll(ctx.arg(++j), &limit) || limit < 0) return ctx.error("ERR LIMIT can't be negative");
+        continue;
+      }
+      return ctx.error(kSyntaxError);
+    }
+    if (op != ZOp::kDiff && eq_nocase(o, "weights") && left >= n) {
+      for (size_t i = 0; i < n; ++i)
+        if (!string2d(ctx.arg(j + 1 + i), &weights[i])) return ctx.error("ERR weight value is not a float");
+      j += n;
+    } else if (op != ZOp::kDiff && eq_nocase(o, "aggregate") && left >= 1) {
+      const std::string_view a = ctx.arg(++j);
+      if (eq_nocase(a, "sum")) agg = Agg::kSum;
+      else if (eq_nocase(a, "min")) agg = Agg::kMin;
+      else if (eq_nocase(a, "max")) agg = Agg::kMax;
+      else return ctx.error(kSyntaxError);
+    } else if (!store && eq_nocase(o, "withscores")) {
+      withscores = true;
+    } else {
+      return ctx.error(kSyntaxError);
+    }
+  }
+  std::vector<ZInput> in(n);
+  for (size_t i = 0; i < n; ++i) {
+    Entry* e = lookup_read(ctx, ctx.arg(first + i));
+    if (e == nullptr) continue;
+    if (e->type == Type::kZSet) in[i].z = e->zset.get();
+    else if (e->type == Type::kSet) in[i].s = &e->set->members;
+    else return ctx.error(kWrongType);
+  }
+  auto weighted = [](double score, double w) {
+    const double r = score * w;
+    return std::isnan(r) ? 0.0 : r;
+  };
+  std::unordered_map<std::string, double, StrHash, std::equal_to<>> acc;
+  if (op == ZOp::kUnion) {
+    for (size_t i = 0; i < n; ++i)
+      in[i].each([&](const std::string& m, double sc) {
+        const double v = weighted(sc, weights[i]);
+        auto [it, fresh] = acc.emplace(m, v);
+        if (!fresh) it->second = aggregate(agg, it->second, v);
+      });
+  } else if (op == ZOp::kInter) {
+    size_t smallest = 0;
+    for (size_t i = 0; i < n; ++i)
+      if (in[i].size() < in[smallest].size()) smallest = i;
+    if (in[smallest].size() > 0)
+      in[smallest].each([&](const std::string& m, double) {
+        if (limit > 0 && static_cast<int64_t>(acc.size()) >= limit) return;
+        double total = 0;
+        bool first_one = true;
+        for (size_t i = 0; i < n; ++i) {
+          double sc;
+          if (!in[i].find(m, &sc)) return;
+          const double v = weighted(sc, weights[i]);
+          total = first_one ? v : aggregate(agg, total, v);
+          first_one = false;
+        }
+        acc.emplace(m, total);
+      });
+  } else {
+    in[0].each([&](const std::string& m, double sc) {
+      double x;
+      for (size_t i = 1; i < n; ++i)
+        if (in[i].find(m, &x)) return;
+      acc.emplace(m, sc);
+    });
+  }
+  if (card) return ctx.reply.integer(static_cast<int64_t>(acc.size()));
+  auto z = std::make_unique<ZSetValue>();
+  for (auto& [m, sc] : acc) z->add(m, sc);
+  if (!store) {
+    ZPicked items;
+    for (const ZItem& x : z->order) items.push_back(&x);
+    return reply_items(ctx, items, withscores);
+  }
+  Entry* d = lookup_write(ctx, ctx.arg(1));
+  if (d != nullptr) {
+    ctx.db->remove(d);
+    ++ctx.dirty;
+  }
+  const size_t count = z->size();
+  if (count > 0) {
+    d = create_typed(ctx, ctx.arg(1), Type::kZSet);
+    d->zset = std::move(z);
+    ++ctx.dirty;
+  }
+  if (ctx.dirty > 0) ctx.touched(ctx.arg(1));
+  ctx.reply.integer(static_cast<int64_t>(count));
+}
+void zunion_cmd(CommandContext& ctx) { zsetop_generic(ctx, ZOp::kUnion, false); }
+void zinter_cmd(CommandContext& ctx) { zsetop_generic(ctx, ZOp::kInter, false); }
+void zdiff_cmd(CommandContext& ctx) { zsetop_generic(ctx, ZOp::kDiff, false); }
+void zunionstore_cmd(CommandContext& ctx) { zsetop_generic(ctx, ZOp::kUnion, true); }
+void zinterstore_cmd(CommandContext& ctx) { zsetop_generic(ctx, ZOp::kInter, true); }
+void zdiffstore_cmd(CommandContext& ctx) { zsetop_generic(ctx, ZOp::kDiff, true); }
+void zintercard_cmd(CommandContext& ctx) { zsetop_generic(ctx, ZOp::kInter, false, true); }
+
+// numkeys at argv[at]: keys follow it.
+template <size_t At>
+void numkeys_keys(std::span<const std::string_view> argv, std::vector<size_t>* out) {
+  int64_t n;
+  if (argv.size() <= At || !string2ll(argv[At], &n) || n <= 0) return;
+  for (size_t i = 0; i < static_cast<size_t>(n) && At + 1 + i < argv.size(); ++i) out->push_back(At + 1 + i);
+}
+
+// --- ZRANDMEMBER ---------------------------------------------------------------------------------
+
+void zrandmember_cmd(CommandContext& ctx) {
+  if (ctx.argc() > 4 || (ctx.argc() == 4 && !eq_nocase(ctx.arg(3), "withscores"))) return ctx.error(kSyntaxError);
+  const bool with_count = ctx.argc() >= 3;
+  const bool withscores = ctx.argc() == 4;
+  int64_t count = 1;
+  if (with_count) {
+    if (!get_ll(ctx, ctx.arg(2), &count)) return;
+    // As Redis: -LONG_MAX .. LONG_MAX (the count is negated below).
+    if (count == INT64_MIN) return ctx.error("ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807");
+    if (count < -INT64_MAX / 2 && withscores) return ctx.error("ERR value is out of range");
+  }
+  bool failed;
+  Entry* e = zset_for_read(ctx, ctx.arg(1), &failed);
+  if (failed) return;
+  if (e == nullptr) return with_count ? ctx.reply.array(0) : ctx.reply.null();
+  auto& sc = e->zset->scores;
+  auto rng = [&] { return ctx.server.random64(); };
+  if (!with_count) return ctx.reply.bulk(random_pick(sc, rng)->first);
+  const bool pairs = withscores && ctx.reply.resp3();
+  auto emit = [&](const std::pair<const std::string, double>& kv) {
+    if (pairs) ctx.reply.array(2);
+    ctx.reply.bulk(kv.first);
+    if (withscores) ctx.reply.dbl(kv.second);
+  };
+  auto header = [&](size_t k) { ctx.reply.array(withscores && !pairs ? 2 * k : k); };
+  if (count < 0) {
+    const size_t k = static_cast<size_t>(-count);
+    header(k);
+    for (size_t i = 0; i < k && !ctx.reply.failed(); ++i) emit(*random_pick(sc, rng));
+    return;
+  }
+  const size_t k = std::min<size_t>(static_cast<size_t>(count), sc.size());
+  header(k);
+  if (k == sc.size()) {
+    for (const auto& kv : sc) emit(kv);
+    return;
+  }
+  std::unordered_set<std::string_view> picked;
+  while (picked.size() < k) {
+    auto it = random_pick(sc, rng);
+    if (picked.insert(it->first).second) emit(*it);
+  }
+}
+
+// --- popping: ZPOPMIN/MAX, ZMPOP, and the blocking forms ---------------------------------------
+
+// Pops up to count from e; reply shapes: kFlat (ZPOPMIN: member, score ... or RESP3 pairs
+// with a count), kKeyed (BZPOPMIN: key, member, score), kMpop (ZMPOP: key, [[m, s] ...]).
+enum class PopShape { kFlat, kKeyed, kMpop };
+
+void zpop_reply(CommandContext& ctx, Entry* e, std::string_view key, bool min, int64_t count, PopShape shape,
+                bool has_count) {
+  ZSetValue& z = *e->zset;
+  const size_t n = std::min<size_t>(static_cast<size_t>(count), z.size());
+  if (shape == PopShape::kFlat) {
+    const bool pairs = ctx.reply.resp3() && has_count;
+    ctx.reply.array(pairs ? n : 2 * n);
+    for (size_t i = 0; i < n; ++i) {
+      const ZItem item = min ? *z.order.begin() : *std::prev(z.order.end());
+      if (pairs) ctx.reply.array(2);
+      ctx.reply.bulk(item.second);
+      ctx.reply.dbl(item.first);
+      z.remove(item.second);
+    }
+  } else if (shape == PopShape::kKeyed) {
+    const ZItem item = min ? *z.order.begin() : *std::prev(z.order.end());
+    ctx.reply.array(3);
+    ctx.reply.bulk(key);
+    ctx.reply.bulk(item.second);
+    ctx.reply.dbl(item.first);
+    z.remove(item.second);
+  } else {
+    ctx.reply.array(2);
+    ctx.reply.bulk(key);
+    ctx.reply.array(n);
+    for (size_t i = 0; i < n; ++i) {
+      const ZItem item = min ? *z.order.begin() : *std::prev(z.order.end());
+      ctx.reply.array(2);
+      ctx.reply.bulk(item.second);
+      ctx.reply.dbl(item.first);
+      z.remove(item.second);
+    }
+  }
+  const size_t popped = shape == PopShape::kKeyed ? 1 : n;
+  ctx.dirty += popped;
+  char buf[24];
+  ctx.propagate_as({min ? "ZPOPMIN" : "ZPOPMAX", key, ctx.own(std::string(buf, ll2string(buf, static_cast<int64_t>(popped))))});
+  if (z.size() == 0) ctx.db->remove(e);
+}
+
+void zpop_generic(CommandContext& ctx, bool min) {
+  if (ctx.argc() > 3) return ctx.error(kSyntaxError);
+  const bool has_count = ctx.argc() == 3;
+  int64_t count = 1;
+  if (has_count && !get_positive(ctx, ctx.arg(2), &count)) return;
+  Entry* e = lookup_write(ctx, ctx.arg(1));
+  if (e == nullptr) return ctx.reply.array(0);
+  if (!check_type(ctx, e, Type::kZSet)) return;
+  if (count == 0) return ctx.reply.array(0);
+  zpop_reply(ctx, e, ctx.arg(1), min, count, PopShape::kFlat, has_count);
+}
+void zpopmin_cmd(CommandContext& ctx) { zpop_generic(ctx, true); }
+void zpopmax_cmd(CommandContext& ctx) { zpop_generic(ctx, false); }
+
+bool first_zset(CommandContext& ctx, std::span<const std::string_view> keys, Entry** out, size_t* which) {
+  *out = nullptr;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    Entry* e = lookup_write(ctx, keys[i]);
+    if (e == nullptr) continue;
+    if (!check_type(ctx, e, Type::kZSet)) return false;
+    *out = e;
+    *which = i;
+    return true;
+  }
+  return true;
+}
+
+void bzpop_generic(CommandContext& ctx, bool min) {
+  int64_t deadline;
+  if (!get_timeout(ctx, ctx.arg(ctx.argc() - 1), &deadline)) return;
+  const auto keys = ctx.argv.subspan(1, ctx.argc() - 2);
+  Entry* e;
+  size_t which = 0;
+  if (!first_zset(ctx, keys, &e, &which)) return;
+  if (e != nullptr) return zpop_reply(ctx, e, keys[which], min, 1, PopShape::kKeyed, false);
+  if (!ctx.server.can_block(ctx)) return ctx.reply.null_array();
+  ctx.server.block(ctx, keys, deadline, BlockState::kNullArray);
+}
+void bzpopmin_cmd(CommandContext& ctx) { bzpop_generic(ctx, true); }
+void bzpopmax_cmd(CommandContext& ctx) { bzpop_generic(ctx, false); }
+
+void zmpop_generic(CommandContext& ctx, size_t first, bool blocking) {
+  int64_t deadline = 0;
+  if (blocking && !get_timeout(ctx, ctx.arg(1), &deadline)) return;
+  int64_t numkeys;
+  if (!string2ll(ctx.arg(first), &numkeys) || numkeys <= 0) return ctx.error("ERR numkeys should be greater than 0");
+  if (static_cast<uint64_t>(numkeys) > ctx.argc() - first - 2) return ctx.error(kSyntaxError);
+  const size_t where_at = first + 1 + static_cast<size_t>(numkeys);
+  bool min;
+  if (eq_nocase(ctx.arg(where_at), "min")) min = true;
+  else if (eq_nocase(ctx.arg(where_at), "max")) min = false;
+  else return ctx.error(kSyntaxError);
+  int64_t count = -1;
+  for (size_t j = where_at + 1; j < ctx.argc(); ++j) {
+    if (eq_nocase(ctx.arg(j), "count") && j + 1 < ctx.argc() && count == -1) {
+      if (!string2ll(ctx.arg(++j), &count) || count <= 0) return ctx.error("ERR count should be greater than 0");
+    } else {
+      return ctx.error(kSyntaxError);
+    }
+  }
+  if (count == -1) count = 1;
+  const auto keys = ctx.argv.subspan(first + 1, static_cast<size_t>(numkeys));
+  Entry* e;
+  size_t which = 0;
+  if (!first_zset(ctx, keys, &e, &which)) return;
+  if (e != nullptr) return zpop_reply(ctx, e, keys[which], min, count, PopShape::kMpop, true);
+  if (!blocking || !ctx.server.can_block(ctx)) return ctx.reply.null_array();
+  ctx.server.block(ctx, keys, deadline, BlockState::kNullArray);
+}
+void zmpop_cmd(CommandContext& ctx) { zmpop_generic(ctx, 1, false); }
+void bzmpop_cmd(CommandContext& ctx) { zmpop_generic(ctx, 2, true); }
+
+void zscan_cmd(CommandContext& ctx) {
+  ScanArgs a;
+  if (!parse_scan_args(ctx, 2, &a)) return;
+  bool failed;
+  Entry* e = zset_for_read(ctx, ctx.arg(1), &failed);
+  if (failed) return;
+  std::vector<const std::pair<const std::string, double>*> out;
+  uint64_t next = 0;
+  if (e != nullptr)
+    next = scan_buckets(e->zset->scores, a.cursor, a.count, [&](const auto& kv) {
+      if (!a.use_pattern || glob_match(a.pattern, kv.first)) out.push_back(&kv);
+    });
+  reply_scan_cursor(ctx, next);
+  ctx.reply.array(out.size() * 2);
+  for (const auto* kv : out) {
+    ctx.reply.bulk(kv->first);
+    ctx.reply.dbl(kv->second);
+  }
+}
+
+constexpr uint32_t kW = kCmdWrite, kR = kCmdReadonly, kM = kCmdDenyOom, kF = kCmdFast, kB = kCmdBlocking,
+                   kT = kCmdTouchesOwnKeys;
+
+const CommandDef kCommands[] = {
+    {"zadd", zadd_cmd, -4, kW | kM | kF, 1, 1, 1, "sorted_set", "Adds one or more members to a sorted set, or updates their scores. Creates the key if it doesn't exist.", "1.2.0"},
+    {"zincrby", zincrby_cmd, 4, kW | kM | kF, 1, 1, 1, "sorted_set", "Increments the score of a member in a sorted set.", "1.2.0"},
+    {"zrem", zrem_cmd, -3, kW | kF, 1, 1, 1, "sorted_set", "Removes one or more members from a sorted set. Deletes the sorted set if all members were removed.", "1.2.0"},
+    {"zcard", zcard_cmd, 2, kR | kF, 1, 1, 1, "sorted_set", "Returns the number of members in a sorted set.", "1.2.0"},
+    {"zscore", zscore_cmd, 3, kR | kF, 1, 1, 1, "sorted_set", "Returns the score of a member in a sorted set.", "1.2.0"},
+    {"zmscore", zmscore_cmd, -3, kR | kF, 1, 1, 1, "sorted_set", "Returns the score of one or more members in a sorted set.", "6.2.0"},
+    {"zpopmin", zpopmin_cmd, -2, kW | kF, 1, 1, 1, "sorted_set", "Returns the lowest-scoring members from a sorted set after removing them. Deletes the sorted set if the last member was popped.", "5.0.0"},
+    {"zpopmax", zpopmax_cmd, -2, kW | kF, 1, 1, 1, "sorted_set", "Returns the highest-scoring members from a sorted set after removing them. Deletes the sorted set if the last member was popped.", "5.0.0"},
+    {"bzpopmin", bzpopmin_cmd, -3, kW | kF | kB, 1, -2, 1, "sorted_set", "Removes and returns the member with the lowest score from one or more sorted sets. Blocks until a member is available otherwise.", "5.0.0"},
+    {"bzpopmax", bzpopmax_cmd, -3, kW | kF | kB, 1, -2, 1, "sorted_set", "Removes and returns the member with the highest score from one or more sorted sets. Blocks until a member available otherwise.", "5.0.0"},
+    {"zmpop", zmpop_cmd, -4, kW, 0, 0, 0, "sorted_set", "Returns the highest- or lowest-scoring members from one or more sorted sets after removing them.", "7.0.0", {}, numkeys_keys<1>},
+    {"bzmpop", bzmpop_cmd, -5, kW | kB, 0, 0, 0, "sorted_set", "Removes and returns a member by score from one or more sorted sets. Blocks until a member is available otherwise.", "7.0.0", {}, numkeys_keys<2>},
+    {"zrange", zrange_cmd, -4, kR, 1, 1, 1, "sorted_set", "Returns members in a sorted set within a range of indexes.", "1.2.0"},
+    {"zrangestore", zrangestore_cmd, -5, kW | kM | kT, 1, 2, 1, "sorted_set", "Stores a range of members from sorted set in a key.", "6.2.0"},
+    {"zrevrange", zrevrange_cmd, -4, kR, 1, 1, 1, "sorted_set", "Returns members in a sorted set within a range of indexes in reverse order.", "1.2.0"},
+    {"zrangebyscore", zrangebyscore_cmd, -4, kR, 1, 1, 1, "sorted_set", "Returns members in a sorted set within a range of scores.", "1.0.5"},
+    {"zrevrangebyscore", zrevrangebyscore_cmd, -4, kR, 1, 1, 1, "sorted_set", "Returns members in a sorted set within a range of scores in reverse order.", "2.2.0"},
+    {"zrangebylex", zrangebylex_cmd, -4, kR, 1, 1, 1, "sorted_set", "Returns members in a sorted set within a lexicographical range.", "2.8.9"},
+    {"zrevrangebylex", zrevrangebylex_cmd, -4, kR, 1, 1, 1, "sorted_set", "Returns members in a sorted set within a lexicographical range in reverse order.", "2.8.9"},
+    {"zcount", zcount_cmd, 4, kR | kF, 1, 1, 1, "sorted_set", "Returns the count of members in a sorted set that have scores within a range.", "2.0.0"},
+    {"zlexcount", zlexcount_cmd, 4, kR | kF, 1, 1, 1, "sorted_set", "Returns the number of members in a sorted set within a lexicographical range.", "2.8.9"},
+    {"zrank", zrank_cmd, 3, kR | kF, 1, 1, 1, "sorted_set", "Returns the index of a member in a sorted set ordered by ascending scores.", "2.0.0"},
+    {"zrevrank", zrevrank_cmd, 3, kR | kF, 1, 1, 1, "sorted_set", "Returns the index of a member in a sorted set ordered by descending scores.", "2.0.0"},
+    {"zremrangebyrank", zremrangebyrank_cmd, 4, kW, 1, 1, 1, "sorted_set", "Removes members in a sorted set within a range of indexes. Deletes the sorted set if all members were removed.", "2.0.0"},
+    {"zremrangebyscore", zremrangebyscore_cmd, 4, kW, 1, 1, 1, "sorted_set", "Removes members in a sorted set within a range of scores. Deletes the sorted set if all members were removed.", "1.2.0"},
+    {"zremrangebylex", zremrangebylex_cmd, 4, kW, 1, 1, 1, "sorted_set", "Removes members in a sorted set within a lexicographical range. Deletes the sorted set if all members were removed.", "2.8.9"},
+    {"zunion", zunion_cmd, -3, kR, 0, 0, 0, "sorted_set", "Returns the union of multiple sorted sets.", "6.2.0", {}, numkeys_keys<1>},
+    {"zinter", zinter_cmd, -3, kR, 0, 0, 0, "sorted_set", "Returns the intersect of multiple sorted sets.", "6.2.0", {}, numkeys_keys<1>},
+    {"zdiff", zdiff_cmd, -3, kR, 0, 0, 0, "sorted_set", "Returns the difference between multiple sorted sets.", "6.2.0", {}, numkeys_keys<1>},
+    {"zunionstore", zunionstore_cmd, -4, kW | kM | kT, 1, 1, 1, "sorted_set", "Stores the union of multiple sorted sets in a key.", "2.0.0"},
+    {"zinterstore", zinterstore_cmd, -4, kW | kM | kT, 1, 1, 1, "sorted_set", "Stores the intersect of multiple sorted sets in a key.", "2.0.0"},
+    {"zdiffstore", zdiffstore_cmd, -4, kW | kM | kT, 1, 1, 1, "sorted_set", "Stores the difference of multiple sorted sets in a key.", "6.2.0"},
+    {"zintercard", zintercard_cmd, -3, kR, 0, 0, 0, "sorted_set", "Returns the number of members of the intersect of multiple sorted sets.", "7.0.0", {}, numkeys_keys<1>},
+    {"zrandmember", zrandmember_cmd, -2, kR, 1, 1, 1, "sorted_set", "Returns one or more random members from a sorted set.", "6.2.0"},
+    {"zscan", zscan_cmd, -3, kR, 1, 1, 1, "sorted_set", "Iterates over members and scores of a sorted set.", "2.8.0"},
+};
+
+}  // namespace
+
+std::span<const CommandDef> zset_commands() { return kCommands; }
+
+}  // namespace conduit::kv
