@@ -1,21 +1,31 @@
 // Sorted sets: commands, replies and errors as Redis 7.0.  A sorted set that becomes empty
 // is deleted, as in Redis.  The value is a hash table (member -> score) plus an ordered
 // tree of (score, member): ranges by score are O(log n + m); ranks and index ranges walk the
-// tree (O(rank)), where Redis' skiplist is O(log n).
+// tree (O(rank)), where Redis' skiplist is O(log n).  This file: adding, scores, ranges,
+// ranks, ZUNION/ZINTER/ZDIFF and ZSCAN; random members and popping (ZRANDMEMBER, ZPOPMIN,
+// ZMPOP and the blocking forms) are in commands_zsets_pop.cc.
 #include <algorithm>
 #include <climits>
 #include <cmath>
-#include <unordered_set>
 
 #include "collection_scan.h"
 #include "numbers.h"
-#include "random_pick.h"
-#include "server_impl.h"
+#include "zsets_common.h"
 
 namespace conduit::kv {
+
+Entry* zset_for_read(CommandContext& ctx, std::string_view key, bool* failed) {
+  *failed = false;
+  Entry* e = lookup_read(ctx, key);
+  if (e != nullptr && !check_type(ctx, e, Type::kZSet)) {
+    *failed = true;
+    return nullptr;
+  }
+  return e;
+}
+
 namespace {
 
-using ZItem = std::pair<double, std::string>;
 using ZOrder = std::set<ZItem>;
 
 void zadd_generic(CommandContext& ctx, bool incr_cmd) {
@@ -193,16 +203,6 @@ bool parse_lex_range(CommandContext& ctx, std::string_view a, std::string_view b
     return false;
   }
   return true;
-}
-
-Entry* zset_for_read(CommandContext& ctx, std::string_view key, bool* failed) {
-  *failed = false;
-  Entry* e = lookup_read(ctx, key);
-  if (e != nullptr && !check_type(ctx, e, Type::kZSet)) {
-    *failed = true;
-    return nullptr;
-  }
-  return e;
 }
 
 // The items of a range query, in reply order.
@@ -608,178 +608,6 @@ void zinterstore_cmd(CommandContext& ctx) { zsetop_generic(ctx, ZOp::kInter, tru
 void zdiffstore_cmd(CommandContext& ctx) { zsetop_generic(ctx, ZOp::kDiff, true); }
 void zintercard_cmd(CommandContext& ctx) { zsetop_generic(ctx, ZOp::kInter, false, true); }
 
-// numkeys at argv[at]: keys follow it.
-template <size_t At>
-void numkeys_keys(std::span<const std::string_view> argv, std::vector<size_t>* out) {
-  int64_t n;
-  if (argv.size() <= At || !string2ll(argv[At], &n) || n <= 0) return;
-  for (size_t i = 0; i < static_cast<size_t>(n) && At + 1 + i < argv.size(); ++i) out->push_back(At + 1 + i);
-}
-
-// --- ZRANDMEMBER ---------------------------------------------------------------------------------
-
-void zrandmember_cmd(CommandContext& ctx) {
-  if (ctx.argc() > 4 || (ctx.argc() == 4 && !eq_nocase(ctx.arg(3), "withscores"))) return ctx.error(kSyntaxError);
-  const bool with_count = ctx.argc() >= 3;
-  const bool withscores = ctx.argc() == 4;
-  int64_t count = 1;
-  if (with_count) {
-    if (!get_ll(ctx, ctx.arg(2), &count)) return;
-    // As Redis: -LONG_MAX .. LONG_MAX (the count is negated below).
-    if (count == INT64_MIN) return ctx.error("ERR value is out of range, value must between -9223372036854775807 and 9223372036854775807");
-    if (count < -INT64_MAX / 2 && withscores) return ctx.error("ERR value is out of range");
-  }
-  bool failed;
-  Entry* e = zset_for_read(ctx, ctx.arg(1), &failed);
-  if (failed) return;
-  if (e == nullptr) return with_count ? ctx.reply.array(0) : ctx.reply.null();
-  auto& sc = e->zset->scores;
-  auto rng = [&] { return ctx.server.random64(); };
-  if (!with_count) return ctx.reply.bulk(random_pick(sc, rng)->first);
-  const bool pairs = withscores && ctx.reply.resp3();
-  auto emit = [&](const std::pair<const std::string, double>& kv) {
-    if (pairs) ctx.reply.array(2);
-    ctx.reply.bulk(kv.first);
-    if (withscores) ctx.reply.dbl(kv.second);
-  };
-  auto header = [&](size_t k) { ctx.reply.array(withscores && !pairs ? 2 * k : k); };
-  if (count < 0) {
-    const size_t k = static_cast<size_t>(-count);
-    header(k);
-    for (size_t i = 0; i < k && !ctx.reply.failed(); ++i) emit(*random_pick(sc, rng));
-    return;
-  }
-  const size_t k = std::min<size_t>(static_cast<size_t>(count), sc.size());
-  header(k);
-  if (k == sc.size()) {
-    for (const auto& kv : sc) emit(kv);
-    return;
-  }
-  std::unordered_set<std::string_view> picked;
-  while (picked.size() < k) {
-    auto it = random_pick(sc, rng);
-    if (picked.insert(it->first).second) emit(*it);
-  }
-}
-
-// --- popping: ZPOPMIN/MAX, ZMPOP, and the blocking forms ---------------------------------------
-
-// Pops up to count from e; reply shapes: kFlat (ZPOPMIN: member, score ... or RESP3 pairs
-// with a count), kKeyed (BZPOPMIN: key, member, score), kMpop (ZMPOP: key, [[m, s] ...]).
-enum class PopShape { kFlat, kKeyed, kMpop };
-
-void zpop_reply(CommandContext& ctx, Entry* e, std::string_view key, bool min, int64_t count, PopShape shape,
-                bool has_count) {
-  ZSetValue& z = *e->zset;
-  const size_t n = std::min<size_t>(static_cast<size_t>(count), z.size());
-  if (shape == PopShape::kFlat) {
-    const bool pairs = ctx.reply.resp3() && has_count;
-    ctx.reply.array(pairs ? n : 2 * n);
-    for (size_t i = 0; i < n; ++i) {
-      const ZItem item = min ? *z.order.begin() : *std::prev(z.order.end());
-      if (pairs) ctx.reply.array(2);
-      ctx.reply.bulk(item.second);
-      ctx.reply.dbl(item.first);
-      z.remove(item.second);
-    }
-  } else if (shape == PopShape::kKeyed) {
-    const ZItem item = min ? *z.order.begin() : *std::prev(z.order.end());
-    ctx.reply.array(3);
-    ctx.reply.bulk(key);
-    ctx.reply.bulk(item.second);
-    ctx.reply.dbl(item.first);
-    z.remove(item.second);
-  } else {
-    ctx.reply.array(2);
-    ctx.reply.bulk(key);
-    ctx.reply.array(n);
-    for (size_t i = 0; i < n; ++i) {
-      const ZItem item = min ? *z.order.begin() : *std::prev(z.order.end());
-      ctx.reply.array(2);
-      ctx.reply.bulk(item.second);
-      ctx.reply.dbl(item.first);
-      z.remove(item.second);
-    }
-  }
-  const size_t popped = shape == PopShape::kKeyed ? 1 : n;
-  ctx.dirty += popped;
-  char buf[24];
-  ctx.propagate_as({min ? "ZPOPMIN" : "ZPOPMAX", key, ctx.own(std::string(buf, ll2string(buf, static_cast<int64_t>(popped))))});
-  if (z.size() == 0) ctx.db->remove(e);
-}
-
-void zpop_generic(CommandContext& ctx, bool min) {
-  if (ctx.argc() > 3) return ctx.error(kSyntaxError);
-  const bool has_count = ctx.argc() == 3;
-  int64_t count = 1;
-  if (has_count && !get_positive(ctx, ctx.arg(2), &count)) return;
-  Entry* e = lookup_write(ctx, ctx.arg(1));
-  if (e == nullptr) return ctx.reply.array(0);
-  if (!check_type(ctx, e, Type::kZSet)) return;
-  if (count == 0) return ctx.reply.array(0);
-  zpop_reply(ctx, e, ctx.arg(1), min, count, PopShape::kFlat, has_count);
-}
-void zpopmin_cmd(CommandContext& ctx) { zpop_generic(ctx, true); }
-void zpopmax_cmd(CommandContext& ctx) { zpop_generic(ctx, false); }
-
-bool first_zset(CommandContext& ctx, std::span<const std::string_view> keys, Entry** out, size_t* which) {
-  *out = nullptr;
-  for (size_t i = 0; i < keys.size(); ++i) {
-    Entry* e = lookup_write(ctx, keys[i]);
-    if (e == nullptr) continue;
-    if (!check_type(ctx, e, Type::kZSet)) return false;
-    *out = e;
-    *which = i;
-    return true;
-  }
-  return true;
-}
-
-void bzpop_generic(CommandContext& ctx, bool min) {
-  int64_t deadline;
-  if (!get_timeout(ctx, ctx.arg(ctx.argc() - 1), &deadline)) return;
-  const auto keys = ctx.argv.subspan(1, ctx.argc() - 2);
-  Entry* e;
-  size_t which = 0;
-  if (!first_zset(ctx, keys, &e, &which)) return;
-  if (e != nullptr) return zpop_reply(ctx, e, keys[which], min, 1, PopShape::kKeyed, false);
-  if (!ctx.server.can_block(ctx)) return ctx.reply.null_array();
-  ctx.server.block(ctx, keys, deadline, BlockState::kNullArray);
-}
-void bzpopmin_cmd(CommandContext& ctx) { bzpop_generic(ctx, true); }
-void bzpopmax_cmd(CommandContext& ctx) { bzpop_generic(ctx, false); }
-
-void zmpop_generic(CommandContext& ctx, size_t first, bool blocking) {
-  int64_t deadline = 0;
-  if (blocking && !get_timeout(ctx, ctx.arg(1), &deadline)) return;
-  int64_t numkeys;
-  if (!string2ll(ctx.arg(first), &numkeys) || numkeys <= 0) return ctx.error("ERR numkeys should be greater than 0");
-  if (static_cast<uint64_t>(numkeys) > ctx.argc() - first - 2) return ctx.error(kSyntaxError);
-  const size_t where_at = first + 1 + static_cast<size_t>(numkeys);
-  bool min;
-  if (eq_nocase(ctx.arg(where_at), "min")) min = true;
-  else if (eq_nocase(ctx.arg(where_at), "max")) min = false;
-  else return ctx.error(kSyntaxError);
-  int64_t count = -1;
-  for (size_t j = where_at + 1; j < ctx.argc(); ++j) {
-    if (eq_nocase(ctx.arg(j), "count") && j + 1 < ctx.argc() && count == -1) {
-      if (!string2ll(ctx.arg(++j), &count) || count <= 0) return ctx.error("ERR count should be greater than 0");
-    } else {
-      return ctx.error(kSyntaxError);
-    }
-  }
-  if (count == -1) count = 1;
-  const auto keys = ctx.argv.subspan(first + 1, static_cast<size_t>(numkeys));
-  Entry* e;
-  size_t which = 0;
-  if (!first_zset(ctx, keys, &e, &which)) return;
-  if (e != nullptr) return zpop_reply(ctx, e, keys[which], min, count, PopShape::kMpop, true);
-  if (!blocking || !ctx.server.can_block(ctx)) return ctx.reply.null_array();
-  ctx.server.block(ctx, keys, deadline, BlockState::kNullArray);
-}
-void zmpop_cmd(CommandContext& ctx) { zmpop_generic(ctx, 1, false); }
-void bzmpop_cmd(CommandContext& ctx) { zmpop_generic(ctx, 2, true); }
-
 void zscan_cmd(CommandContext& ctx) {
   ScanArgs a;
   if (!parse_scan_args(ctx, 2, &a)) return;
@@ -810,12 +638,6 @@ const CommandDef kCommands[] = {
     {"zcard", zcard_cmd, 2, kR | kF, 1, 1, 1, "sorted_set", "Returns the number of members in a sorted set.", "1.2.0"},
     {"zscore", zscore_cmd, 3, kR | kF, 1, 1, 1, "sorted_set", "Returns the score of a member in a sorted set.", "1.2.0"},
     {"zmscore", zmscore_cmd, -3, kR | kF, 1, 1, 1, "sorted_set", "Returns the score of one or more members in a sorted set.", "6.2.0"},
-    {"zpopmin", zpopmin_cmd, -2, kW | kF, 1, 1, 1, "sorted_set", "Returns the lowest-scoring members from a sorted set after removing them. Deletes the sorted set if the last member was popped.", "5.0.0"},
-    {"zpopmax", zpopmax_cmd, -2, kW | kF, 1, 1, 1, "sorted_set", "Returns the highest-scoring members from a sorted set after removing them. Deletes the sorted set if the last member was popped.", "5.0.0"},
-    {"bzpopmin", bzpopmin_cmd, -3, kW | kF | kB, 1, -2, 1, "sorted_set", "Removes and returns the member with the lowest score from one or more sorted sets. Blocks until a member is available otherwise.", "5.0.0"},
-    {"bzpopmax", bzpopmax_cmd, -3, kW | kF | kB, 1, -2, 1, "sorted_set", "Removes and returns the member with the highest score from one or more sorted sets. Blocks until a member available otherwise.", "5.0.0"},
-    {"zmpop", zmpop_cmd, -4, kW, 0, 0, 0, "sorted_set", "Returns the highest- or lowest-scoring members from one or more sorted sets after removing them.", "7.0.0", {}, numkeys_keys<1>},
-    {"bzmpop", bzmpop_cmd, -5, kW | kB, 0, 0, 0, "sorted_set", "Removes and returns a member by score from one or more sorted sets. Blocks until a member is available otherwise.", "7.0.0", {}, numkeys_keys<2>},
     {"zrange", zrange_cmd, -4, kR, 1, 1, 1, "sorted_set", "Returns members in a sorted set within a range of indexes.", "1.2.0"},
     {"zrangestore", zrangestore_cmd, -5, kW | kM | kT, 1, 2, 1, "sorted_set", "Stores a range of members from sorted set in a key.", "6.2.0"},
     {"zrevrange", zrevrange_cmd, -4, kR, 1, 1, 1, "sorted_set", "Returns members in a sorted set within a range of indexes in reverse order.", "1.2.0"},
@@ -837,7 +659,6 @@ const CommandDef kCommands[] = {
     {"zinterstore", zinterstore_cmd, -4, kW | kM | kT, 1, 1, 1, "sorted_set", "Stores the intersect of multiple sorted sets in a key.", "2.0.0"},
     {"zdiffstore", zdiffstore_cmd, -4, kW | kM | kT, 1, 1, 1, "sorted_set", "Stores the difference of multiple sorted sets in a key.", "6.2.0"},
     {"zintercard", zintercard_cmd, -3, kR, 0, 0, 0, "sorted_set", "Returns the number of members of the intersect of multiple sorted sets.", "7.0.0", {}, numkeys_keys<1>},
-    {"zrandmember", zrandmember_cmd, -2, kR, 1, 1, 1, "sorted_set", "Returns one or more random members from a sorted set.", "6.2.0"},
     {"zscan", zscan_cmd, -3, kR, 1, 1, 1, "sorted_set", "Iterates over members and scores of a sorted set.", "2.8.0"},
 };
 

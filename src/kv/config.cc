@@ -243,7 +243,8 @@ const ConfigRow kRows[] = {
 // Redis 7.0 settings conduit-kv accepts, stores and reports (CONFIG GET) without acting on
 // them, each with why (docs/KV.md has the list).  kFeature rows switch on something
 // conduit-kv does not have: only their default (off) is accepted.
-enum class CompatKind : uint8_t { kBool, kInt, kMemory, kEnum, kString };
+// kMemoryPercent: a memory value or Redis' "N%" (N <= 100, a share of maxmemory).
+enum class CompatKind : uint8_t { kBool, kInt, kMemory, kMemoryPercent, kEnum, kString };
 enum class Why : uint8_t {
   kEncoding,     // memory layout / allocator knobs: conduit-kv's structures are its own (no effect)
   kReplication,  // no replication
@@ -253,6 +254,7 @@ enum class Why : uint8_t {
   kScripting,    // no script engine, no DEBUG / MODULE commands
   kProcess,      // process and logging settings with no meaning here
   kFeature,      // a feature conduit-kv does not implement: only the default
+  kDebug,        // Redis' hidden debugging knobs (delays for its own tests)
 };
 struct CompatRow {
   const char* name;
@@ -260,6 +262,9 @@ struct CompatRow {
   CompatKind kind;
   bool immutable;  // as in Redis
   Why why;
+  // As Redis' HIDDEN_CONFIG: CONFIG GET returns it when asked for by its exact name, never
+  // for a pattern (CONFIG GET * does not list it).
+  bool hidden = false;
 };
 
 const CompatRow kCompat[] = {
@@ -321,6 +326,7 @@ const CompatRow kCompat[] = {
     {"ignore-warnings", "", CompatKind::kString, false, Why::kProcess},
     {"io-threads-do-reads", "no", CompatKind::kBool, true, Why::kEncoding},
     {"jemalloc-bg-thread", "yes", CompatKind::kBool, false, Why::kEncoding},
+    {"key-load-delay", "0", CompatKind::kInt, false, Why::kDebug, true},
     {"latency-tracking", "yes", CompatKind::kBool, false, Why::kFeature},
     {"latency-tracking-info-percentiles", "50 99 99.9", CompatKind::kString, false, Why::kFeature},
     {"lazyfree-lazy-eviction", "no", CompatKind::kBool, false, Why::kEncoding},
@@ -329,12 +335,14 @@ const CompatRow kCompat[] = {
     {"lazyfree-lazy-user-del", "no", CompatKind::kBool, false, Why::kEncoding},
     {"lazyfree-lazy-user-flush", "no", CompatKind::kBool, false, Why::kEncoding},
     {"list-compress-depth", "0", CompatKind::kInt, false, Why::kEncoding},
+    {"loading-process-events-interval-bytes", "2097152", CompatKind::kInt, false, Why::kDebug, true},
     {"list-max-listpack-size", "-2", CompatKind::kInt, false, Why::kEncoding},
     {"list-max-ziplist-size", "-2", CompatKind::kString, false, Why::kEncoding},
+    {"lua-enable-deprecated-api", "no", CompatKind::kBool, true, Why::kDebug, true},
     {"lua-time-limit", "5000", CompatKind::kString, false, Why::kScripting},
     {"masterauth", "", CompatKind::kString, false, Why::kReplication},
     {"masteruser", "", CompatKind::kString, false, Why::kReplication},
-    {"maxmemory-clients", "0", CompatKind::kMemory, false, Why::kFeature},
+    {"maxmemory-clients", "0", CompatKind::kMemoryPercent, false, Why::kFeature},
     {"maxmemory-eviction-tenacity", "10", CompatKind::kInt, false, Why::kEncoding},
     {"min-replicas-max-lag", "10", CompatKind::kInt, false, Why::kReplication},
     {"min-replicas-to-write", "0", CompatKind::kInt, false, Why::kReplication},
@@ -348,6 +356,7 @@ const CompatRow kCompat[] = {
     {"proc-title-template", "{title} {listen-addr} {server-mode}", CompatKind::kString, false, Why::kProcess},
     {"propagation-error-behavior", "ignore", CompatKind::kEnum, false, Why::kReplication},
     {"rdb-del-sync-files", "no", CompatKind::kBool, false, Why::kRdb},
+    {"rdb-key-save-delay", "0", CompatKind::kInt, false, Why::kDebug, true},
     {"rdb-save-incremental-fsync", "yes", CompatKind::kBool, false, Why::kRdb},
     {"rdbchecksum", "yes", CompatKind::kBool, true, Why::kRdb},
     {"rdbcompression", "yes", CompatKind::kBool, false, Why::kRdb},
@@ -419,6 +428,8 @@ const CompatRow kCompat[] = {
     {"tracking-table-max-keys", "1000000", CompatKind::kInt, false, Why::kFeature},
     {"unixsocket", "", CompatKind::kString, true, Why::kProcess},
     {"unixsocketperm", "0", CompatKind::kInt, true, Why::kProcess},
+    {"use-exit-on-panic", "no", CompatKind::kBool, false, Why::kDebug, true},
+    {"watchdog-period", "0", CompatKind::kInt, false, Why::kDebug, true},
     {"zset-max-listpack-entries", "128", CompatKind::kInt, false, Why::kEncoding},
     {"zset-max-listpack-value", "64", CompatKind::kInt, false, Why::kEncoding},
     {"zset-max-ziplist-entries", "128", CompatKind::kString, false, Why::kEncoding},
@@ -435,6 +446,7 @@ const char* why_text(Why w) {
     case Why::kScripting: return "accepted without effect: conduit-kv has no script engine, DEBUG or MODULE";
     case Why::kProcess: return "accepted without effect";
     case Why::kFeature: return "only the default: conduit-kv does not implement this feature";
+    case Why::kDebug: return "accepted without effect: a hidden Redis debugging knob (CONFIG GET by exact name only)";
   }
   return "";
 }
@@ -466,6 +478,21 @@ std::string set_compat(ServerOptions& o, const CompatRow& r, std::string_view v)
       uint64_t n;
       if (!parse_memory_value(v, &n)) return "argument must be a memory value";
       value = std::to_string(n);
+      break;
+    }
+    case CompatKind::kMemoryPercent: {
+      // Redis' numericParseString and its bound check: a memory value first, then "N%";
+      // "0%" is stored (and reported) as 0, any other percentage as set.
+      uint64_t n;
+      int64_t pct;
+      if (parse_memory_value(v, &n)) {
+        value = std::to_string(n);
+      } else if (v.size() > 1 && v.back() == '%' && string2ll(v.substr(0, v.size() - 1), &pct) && pct >= 0) {
+        if (pct > 100) return "percentage argument must be less or equal to 100";
+        value = pct == 0 ? "0" : std::to_string(pct) + "%";
+      } else {
+        return "argument must be a memory or percent value";
+      }
       break;
     }
     case CompatKind::kEnum:
@@ -567,7 +594,8 @@ std::vector<std::pair<std::string, std::string>> config_get_matching(const Serve
   for (const ConfigRow& r : kRows)
     if (glob_match(pattern, r.name, true)) out.emplace_back(r.name, r.get(o));
   for (const CompatRow& r : kCompat)
-    if (glob_match(pattern, r.name, true)) out.emplace_back(r.name, compat_value(o, r));
+    if (r.hidden ? eq_nocase(pattern, r.name) : glob_match(pattern, r.name, true))
+      out.emplace_back(r.name, compat_value(o, r));
   return out;
 }
 

@@ -97,6 +97,52 @@ TEST_F(Compat, ConfigSetIsAllOrNothing) {
             "inclusive");
 }
 
+// maxmemory-clients takes a memory value or Redis' "N%" form, with Redis' errors; client
+// eviction is not implemented, so only its default (0, or 0%) is accepted.  A refused value
+// rolls back the whole CONFIG SET (Redis' "CONFIG SET rollback on set error").
+TEST_F(Compat, MaxmemoryClientsTakesPercentForm) {
+  EXPECT_EQ(r({"CONFIG", "SET", "maxmemory", "10000002"}), "+OK");
+  EXPECT_EQ(r({"CONFIG", "SET", "maxmemory", "10000001", "maxmemory-clients", "200%", "client-query-buffer-limit",
+               "invalid"}),
+            "-ERR CONFIG SET failed (possibly related to argument 'maxmemory-clients') - percentage argument must be "
+            "less or equal to 100");
+  EXPECT_EQ(r({"CONFIG", "GET", "maxmemory"}), "[\"maxmemory\", \"10000002\"]");
+  EXPECT_EQ(r({"CONFIG", "GET", "maxmemory-clients"}), "[\"maxmemory-clients\", \"0\"]");
+  EXPECT_EQ(r({"CONFIG", "SET", "maxmemory-clients", "x%"}),
+            "-ERR CONFIG SET failed (possibly related to argument 'maxmemory-clients') - argument must be a memory or "
+            "percent value");
+  EXPECT_EQ(r({"CONFIG", "SET", "maxmemory-clients", "-1%"}),
+            "-ERR CONFIG SET failed (possibly related to argument 'maxmemory-clients') - argument must be a memory or "
+            "percent value");
+  EXPECT_EQ(r({"CONFIG", "SET", "maxmemory-clients", "0%"}), "+OK");
+  EXPECT_EQ(r({"CONFIG", "GET", "maxmemory-clients"}), "[\"maxmemory-clients\", \"0\"]");
+  const std::string refused = r({"CONFIG", "SET", "maxmemory-clients", "50%"});
+  EXPECT_NE(refused.find("does not implement what 'maxmemory-clients' switches on"), std::string::npos) << refused;
+  EXPECT_EQ(r({"CONFIG", "SET", "maxmemory-clients", "0kb"}), "+OK");
+}
+
+// Redis' hidden debugging configs: an exact CONFIG GET returns them, a pattern never does.
+TEST_F(Compat, HiddenConfigsOnlyByExactName) {
+  EXPECT_EQ(r({"CONFIG", "GET", "key-load-delay"}), "[\"key-load-delay\", \"0\"]");
+  EXPECT_EQ(r({"CONFIG", "GET", "KEY-LOAD-DELAY"}), "[\"key-load-delay\", \"0\"]");
+  EXPECT_EQ(r({"CONFIG", "SET", "key-load-delay", "10"}), "+OK");
+  EXPECT_EQ(r({"CONFIG", "GET", "key-load-delay"}), "[\"key-load-delay\", \"10\"]");
+  EXPECT_EQ(r({"CONFIG", "SET", "key-load-delay", "soon"}),
+            "-ERR CONFIG SET failed (possibly related to argument 'key-load-delay') - argument couldn't be parsed into "
+            "an integer");
+  EXPECT_EQ(r({"CONFIG", "SET", "lua-enable-deprecated-api", "yes"}),
+            "-ERR CONFIG SET failed (possibly related to argument 'lua-enable-deprecated-api') - can't set immutable "
+            "config");
+  for (const char* name : {"key-load-delay", "rdb-key-save-delay", "watchdog-period", "use-exit-on-panic",
+                           "loading-process-events-interval-bytes", "lua-enable-deprecated-api"}) {
+    EXPECT_TRUE(get_server_option(ServerOptions(), name).has_value()) << name;
+    const std::string all = r({"CONFIG", "GET", "*"});
+    EXPECT_EQ(all.find(std::string("\"") + name + "\""), std::string::npos) << name;
+    EXPECT_EQ(r({"CONFIG", "GET", std::string(name).substr(0, 5) + "*"}).find(name), std::string::npos) << name;
+  }
+  EXPECT_NE(r({"CONFIG", "GET", "*"}).find("\"maxmemory-clients\""), std::string::npos);  // listed ones still are
+}
+
 // The command line (set_server_option) and CONFIG SET use one table: for every option
 // CONFIG SET may change, both accept and refuse the same values.
 TEST_F(Compat, CommandLineAndConfigSetAgree) {
