@@ -72,8 +72,13 @@ run_file() {  # run_file NAME BIN FILE
     command -v redis-benchmark > /dev/null && ln -sf "$(command -v redis-benchmark)" "$dir/src/redis-benchmark"
   fi
   log=$work/$name-${file//\//_}.log
+  # The harness' own ports (its test server at baseport-32.., servers it spawns from
+  # baseport) default to fixed numbers: another run at the same time (a developer's, or
+  # another checkout's) would collide, so each file gets a random range of its own.
+  local base=$((22000 + (RANDOM % 38) * 256))  # below the ephemeral range (32768..)
   local args=(--single "$file" --tags -needs:debug --tags -needs:repl --tags -needs:save --tags -needs:pfdebug
-              --ignore-encoding --ignore-digest --skipfile "$here/skip.txt" --timeout 60 --clients 1)
+              --ignore-encoding --ignore-digest --skipfile "$here/skip.txt" --timeout 60 --clients 1
+              --baseport "$base" --portcount 200)
   if [[ $file == unit/auth ]]; then
     (cd "$dir" && timeout -k 5 "$file_timeout" tclsh tests/test_helper.tcl "${args[@]}" > "$log" 2>&1)
     [[ $? -eq 124 ]] && note="timeout"
