@@ -46,6 +46,19 @@ bool check_type(CommandContext& ctx, const Entry* e, Type t) {
   return false;
 }
 
+bool first_of_type(CommandContext& ctx, std::span<const std::string_view> keys, Type t, Entry** out, size_t* which) {
+  *out = nullptr;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    Entry* e = lookup_write(ctx, keys[i]);
+    if (e == nullptr) continue;
+    if (!check_type(ctx, e, t)) return false;
+    *out = e;
+    *which = i;
+    return true;
+  }
+  return true;
+}
+
 bool get_ll(CommandContext& ctx, std::string_view s, int64_t* out, std::string_view err) {
   if (string2ll(s, out)) return true;
   ctx.error(err);

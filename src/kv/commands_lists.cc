@@ -312,27 +312,13 @@ void pop_reply(CommandContext& ctx, Entry* e, std::string_view key, bool left, i
   if (items.empty()) ctx.db->remove(e);
 }
 
-// The first non-empty list among keys; false after WRONGTYPE.
-bool first_list(CommandContext& ctx, std::span<const std::string_view> keys, Entry** out, size_t* which) {
-  *out = nullptr;
-  for (size_t i = 0; i < keys.size(); ++i) {
-    Entry* e = lookup_write(ctx, keys[i]);
-    if (e == nullptr) continue;
-    if (!check_type(ctx, e, Type::kList)) return false;
-    *out = e;
-    *which = i;
-    return true;
-  }
-  return true;
-}
-
 void bpop_generic(CommandContext& ctx, bool left) {
   int64_t deadline;
   if (!get_timeout(ctx, ctx.arg(ctx.argc() - 1), &deadline)) return;
   const auto keys = ctx.argv.subspan(1, ctx.argc() - 2);
   Entry* e;
   size_t which = 0;
-  if (!first_list(ctx, keys, &e, &which)) return;
+  if (!first_of_type(ctx, keys, Type::kList, &e, &which)) return;
   if (e != nullptr) return pop_reply(ctx, e, keys[which], left, 1, false);
   if (!ctx.server.can_block(ctx)) return ctx.reply.null_array();
   ctx.server.block(ctx, keys, deadline, BlockState::kNullArray);
@@ -363,7 +349,7 @@ void mpop_generic(CommandContext& ctx, size_t first, bool blocking) {
   const auto keys = ctx.argv.subspan(first + 1, static_cast<size_t>(numkeys));
   Entry* e;
   size_t which = 0;
-  if (!first_list(ctx, keys, &e, &which)) return;
+  if (!first_of_type(ctx, keys, Type::kList, &e, &which)) return;
   if (e != nullptr) return pop_reply(ctx, e, keys[which], left, count, true);
   if (!blocking || !ctx.server.can_block(ctx)) return ctx.reply.null_array();
   ctx.server.block(ctx, keys, deadline, BlockState::kNullArray);

@@ -290,6 +290,24 @@ void reply_items(CommandContext& ctx, const ZPicked& items, bool withscores) {
 
 enum class RangeBy { kRank, kScore, kLex };
 
+// *STORE commands: the destination (argument 1) is replaced by z, or deleted when z is
+// empty; replies its size.
+void store_result(CommandContext& ctx, std::unique_ptr<ZSetValue> z) {
+  Entry* d = lookup_write(ctx, ctx.arg(1));
+  if (d != nullptr) {
+    ctx.db->remove(d);
+    ++ctx.dirty;
+  }
+  const size_t n = z->size();
+  if (n > 0) {
+    d = create_typed(ctx, ctx.arg(1), Type::kZSet);
+    d->zset = std::move(z);
+    ++ctx.dirty;
+  }
+  if (ctx.dirty > 0) ctx.touched(ctx.arg(1));
+  ctx.reply.integer(static_cast<int64_t>(n));
+}
+
 // ZRANGE / ZRANGESTORE / ZREV* / Z*BY*: one implementation (Redis' zrangeGenericCommand).
 // argv[first], argv[first+1] are the bounds; options follow from opt_at.
 void zrange_generic(CommandContext& ctx, size_t src_at, size_t first, RangeBy by, bool rev, bool store,
@@ -340,19 +358,7 @@ void zrange_generic(CommandContext& ctx, size_t src_at, size_t first, RangeBy by
   if (!store) return reply_items(ctx, items, withscores);
   auto z = std::make_unique<ZSetValue>();
   for (const ZItem* x : items) z->add(x->second, x->first);
-  Entry* d = lookup_write(ctx, ctx.arg(1));
-  if (d != nullptr) {
-    ctx.db->remove(d);
-    ++ctx.dirty;
-  }
-  const size_t n = z->size();
-  if (n > 0) {
-    d = create_typed(ctx, ctx.arg(1), Type::kZSet);
-    d->zset = std::move(z);
-    ++ctx.dirty;
-  }
-  if (ctx.dirty > 0) ctx.touched(ctx.arg(1));
-  ctx.reply.integer(static_cast<int64_t>(n));
+  store_result(ctx, std::move(z));
 }
 
 void zrange_cmd(CommandContext& ctx) { zrange_generic(ctx, 1, 2, RangeBy::kRank, false, false, true); }
@@ -586,19 +592,7 @@ void zsetop_generic(CommandContext& ctx, ZOp op, bool store, bool card = false) 
     for (const ZItem& x : z->order) items.push_back(&x);
     return reply_items(ctx, items, withscores);
   }
-  Entry* d = lookup_write(ctx, ctx.arg(1));
-  if (d != nullptr) {
-    ctx.db->remove(d);
-    ++ctx.dirty;
-  }
-  const size_t count = z->size();
-  if (count > 0) {
-    d = create_typed(ctx, ctx.arg(1), Type::kZSet);
-    d->zset = std::move(z);
-    ++ctx.dirty;
-  }
-  if (ctx.dirty > 0) ctx.touched(ctx.arg(1));
-  ctx.reply.integer(static_cast<int64_t>(count));
+  store_result(ctx, std::move(z));
 }
 void zunion_cmd(CommandContext& ctx) { zsetop_generic(ctx, ZOp::kUnion, false); }
 void zinter_cmd(CommandContext& ctx) { zsetop_generic(ctx, ZOp::kInter, false); }

@@ -118,26 +118,13 @@ void zpop_generic(CommandContext& ctx, bool min) {
 void zpopmin_cmd(CommandContext& ctx) { zpop_generic(ctx, true); }
 void zpopmax_cmd(CommandContext& ctx) { zpop_generic(ctx, false); }
 
-bool first_zset(CommandContext& ctx, std::span<const std::string_view> keys, Entry** out, size_t* which) {
-  *out = nullptr;
-  for (size_t i = 0; i < keys.size(); ++i) {
-    Entry* e = lookup_write(ctx, keys[i]);
-    if (e == nullptr) continue;
-    if (!check_type(ctx, e, Type::kZSet)) return false;
-    *out = e;
-    *which = i;
-    return true;
-  }
-  return true;
-}
-
 void bzpop_generic(CommandContext& ctx, bool min) {
   int64_t deadline;
   if (!get_timeout(ctx, ctx.arg(ctx.argc() - 1), &deadline)) return;
   const auto keys = ctx.argv.subspan(1, ctx.argc() - 2);
   Entry* e;
   size_t which = 0;
-  if (!first_zset(ctx, keys, &e, &which)) return;
+  if (!first_of_type(ctx, keys, Type::kZSet, &e, &which)) return;
   if (e != nullptr) return zpop_reply(ctx, e, keys[which], min, 1, PopShape::kKeyed, false);
   if (!ctx.server.can_block(ctx)) return ctx.reply.null_array();
   ctx.server.block(ctx, keys, deadline, BlockState::kNullArray);
@@ -168,7 +155,7 @@ void zmpop_generic(CommandContext& ctx, size_t first, bool blocking) {
   const auto keys = ctx.argv.subspan(first + 1, static_cast<size_t>(numkeys));
   Entry* e;
   size_t which = 0;
-  if (!first_zset(ctx, keys, &e, &which)) return;
+  if (!first_of_type(ctx, keys, Type::kZSet, &e, &which)) return;
   if (e != nullptr) return zpop_reply(ctx, e, keys[which], min, count, PopShape::kMpop, true);
   if (!blocking || !ctx.server.can_block(ctx)) return ctx.reply.null_array();
   ctx.server.block(ctx, keys, deadline, BlockState::kNullArray);

@@ -588,6 +588,9 @@ Entry* lookup_read(CommandContext& ctx, std::string_view key);
 Entry* lookup_write(CommandContext& ctx, std::string_view key);
 // Replies WRONGTYPE and returns false when e is not of type t.
 bool check_type(CommandContext& ctx, const Entry* e, Type t);
+// The first existing key among `keys` (for writing) into *out and its index into *which;
+// *out = nullptr when none exists.  False (WRONGTYPE replied) when that key is not of type t.
+bool first_of_type(CommandContext& ctx, std::span<const std::string_view> keys, Type t, Entry** out, size_t* which);
 bool get_ll(CommandContext& ctx, std::string_view s, int64_t* out, std::string_view err = kNotInteger);
 bool get_double(CommandContext& ctx, std::string_view s, double* out, std::string_view err = kNotFloat);
 // A count/index that must be >= 0 ("value is out of range, must be positive").
