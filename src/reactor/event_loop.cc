@@ -48,7 +48,11 @@ Result<std::unique_ptr<EventLoop>> EventLoop::create(const LoopOptions& options)
 }
 
 EventLoop::EventLoop(UniqueFd epfd, UniqueFd wakefd, const LoopOptions& options)
-    : epfd_(std::move(epfd)), wakefd_(std::move(wakefd)), options_(options) {}
+    : epfd_(std::move(epfd)),
+      wakefd_(std::move(wakefd)),
+      options_(options),
+      spin_(options.busy_poll_us != 0 ? AdaptiveSpin::fixed(options.busy_poll_us * 1000ull)
+                                      : AdaptiveSpin::adaptive(options.poll_us * 1000ull)) {}
 
 EventLoop::~EventLoop() {
   // Whoever destroys the loop is its thread now (e.g. after a LoopGroup joined its runner).
@@ -274,6 +278,51 @@ bool EventLoop::run_hooks() {
   return pending;
 }
 
+// Polls epoll_wait(0) (and the hooks, which may poll rings or CQs) without sleeping while
+// the policy's window is open, then blocks.  The window (conduit/base/adaptive_spin.h) is
+// fixed for busy_poll_us and tuned for poll_us: the idle gap starts at the first empty poll
+// and ends when an fd event (or a hook's work) arrives, caught while spinning or after the
+// sleep.  A poll that took longer than SpinGroup's preemption threshold means the spinning
+// thread lost its CPU: the policy backs off.  Never spins past the caller's timeout or the
+// next timer.
+int EventLoop::spin_wait(epoll_event* events, int max_events, int wait_ms, bool* hooks_pending) {
+  constexpr uint64_t kPreemptedNs = 30'000;
+  *hooks_pending = false;
+  const uint64_t start = monotonic_ns();
+  uint64_t before = start;
+  int n = epoll_wait(epfd_.get(), events, max_events, 0);
+  uint64_t now = monotonic_ns();
+  if (n == 0) {
+    spin_.on_idle(before);
+    uint64_t until = spin_.deadline();
+    if (wait_ms > 0) until = std::min<uint64_t>(until, now + static_cast<uint64_t>(wait_ms) * 1'000'000ull);
+    while (n == 0 && now < until && !stop_.load(std::memory_order_relaxed)) {
+      if ((*hooks_pending = run_hooks())) break;  // a hook has work: return to the caller
+      before = monotonic_ns();
+      n = epoll_wait(epfd_.get(), events, max_events, 0);
+      now = monotonic_ns();
+      if (now - before > kPreemptedNs) {
+        spin_.on_preempted(now);
+        until = std::min(until, spin_.deadline());
+      }
+    }
+    if (n == 0 && !*hooks_pending) {
+      spin_.on_sleep();
+      if (wait_ms > 0) {  // the caller's timeout counts from the start of the spin
+        const uint64_t spent_ms = (now - start) / 1'000'000ull;
+        wait_ms = spent_ms >= static_cast<uint64_t>(wait_ms) ? 0 : wait_ms - static_cast<int>(spent_ms);
+      }
+      const int t = next_timeout_ms(now);
+      if (t >= 0 && (wait_ms < 0 || t < wait_ms)) wait_ms = t;
+      n = epoll_wait(epfd_.get(), events, max_events, wait_ms);
+      if (n > 0) ++wakeups_;
+      now = monotonic_ns();
+    }
+  }
+  if (n > 0 || *hooks_pending) spin_.on_work(now);
+  return n;
+}
+
 Status EventLoop::run_once(int timeout_ms) {
   const std::thread::id self = std::this_thread::get_id();
   std::thread::id expected{};
@@ -299,28 +348,13 @@ Status EventLoop::run_once(int timeout_ms) {
   const int max_events = std::min<int>(options_.max_events, 256);
   int n;
   bool spin_pending = false;
-  if (wait_ms != 0 && options_.busy_poll_us > 0) {
-    // Spin for a while before blocking: poll epoll (and the hooks, which may poll rings or
-    // CQs) without sleeping.
-    n = epoll_wait(epfd_.get(), events, max_events, 0);
-    const uint64_t spin_until = monotonic_ns() + options_.busy_poll_us * 1000ull;
-    bool spin_hooks_pending = false;
-    while (n == 0 && monotonic_ns() < spin_until && !stop_.load(std::memory_order_relaxed)) {
-      if ((spin_hooks_pending = run_hooks())) break;  // a hook has work: return to the caller
-      n = epoll_wait(epfd_.get(), events, max_events, 0);
-    }
-    spin_pending = spin_hooks_pending;
-    if (n == 0 && !spin_hooks_pending) {
-      now = monotonic_ns();
-      const int t = next_timeout_ms(now);
-      if (t >= 0 && (wait_ms < 0 || t < wait_ms)) wait_ms = t;
-      n = epoll_wait(epfd_.get(), events, max_events, wait_ms);
-      if (n > 0) ++wakeups_;
-    }
+  if (wait_ms != 0 && spin_.enabled()) {
+    n = spin_wait(events, max_events, wait_ms, &spin_pending);
   } else {
     // One system call per iteration: a ready fd returns at once, otherwise this is the sleep.
     n = epoll_wait(epfd_.get(), events, max_events, wait_ms);
     if (n > 0 && wait_ms != 0) ++wakeups_;
+    if (n > 0 && spin_.enabled()) spin_.on_work(monotonic_ns());  // ends an idle gap
   }
   if (n < 0) {
     if (errno != EINTR) return Status::FromErrno(errno, "epoll_wait");

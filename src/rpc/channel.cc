@@ -487,7 +487,10 @@ Result<std::unique_ptr<Channel>> Channel::create(reactor::EventLoop& loop, std::
 }
 
 Result<std::unique_ptr<Channel>> Channel::create(std::string_view url, const ChannelOptions& options) {
-  CONDUIT_ASSIGN_OR_RETURN(auto group, reactor::LoopGroup::start(1));
+  if (options.poll_us > 100000) return Status(Code::kInvalidArgument, "rpc channel: poll_us must be 0..100000");
+  reactor::LoopOptions lo;
+  lo.poll_us = options.poll_us;
+  CONDUIT_ASSIGN_OR_RETURN(auto group, reactor::LoopGroup::start(1, lo));
   auto impl = std::make_unique<ChannelImpl>(group->loop(0), std::string(url), options);
   CONDUIT_RETURN_IF_ERROR(impl->init());
   std::promise<std::thread::id> tid;

@@ -274,7 +274,10 @@ Result<std::unique_ptr<ClusterChannel>> ClusterChannel::create(reactor::EventLoo
 
 Result<std::unique_ptr<ClusterChannel>> ClusterChannel::create(std::string_view spec, const ClusterOptions& options) {
   CONDUIT_ASSIGN_OR_RETURN(auto naming, make_naming(spec));
-  CONDUIT_ASSIGN_OR_RETURN(auto group, reactor::LoopGroup::start(1));
+  if (options.channel.poll_us > 100000) return Status(Code::kInvalidArgument, "rpc cluster: poll_us must be 0..100000");
+  reactor::LoopOptions lo;
+  lo.poll_us = options.channel.poll_us;
+  CONDUIT_ASSIGN_OR_RETURN(auto group, reactor::LoopGroup::start(1, lo));
   auto impl = std::make_unique<ClusterImpl>(group->loop(0), options);
   Status st;
   std::promise<std::thread::id> tid;

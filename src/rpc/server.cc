@@ -81,8 +81,11 @@ Status ServerImpl::init() {
     return Status(Code::kInvalidArgument, "rpc server: stream_window must be at least 4096 bytes");
   if (options_.max_request_bytes == 0 || options_.max_request_bytes > 0xffffffffull)
     return Status(Code::kInvalidArgument, "rpc server: max_request_bytes must be 1..4294967295");
+  if (options_.poll_us > 100000 || options_.busy_poll_us > 100000)
+    return Status(Code::kInvalidArgument, "rpc server: poll_us and busy_poll_us must be 0..100000");
   reactor::LoopOptions lo;
   lo.busy_poll_us = options_.busy_poll_us;
+  lo.poll_us = options_.poll_us;
   CONDUIT_ASSIGN_OR_RETURN(group_, reactor::LoopGroup::start(static_cast<int>(options_.threads), lo));
   for (size_t i = 0; i < group_->size(); ++i) {
     auto ls = std::make_unique<LoopState>();

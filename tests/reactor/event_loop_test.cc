@@ -316,6 +316,66 @@ TEST(EventLoop, BusyPollingCatchesEventsWithoutSleeping) {
   close(efd);
 }
 
+// Adaptive spinning (poll_us): an event soon after the loop ran out of work is caught while
+// spinning (no wakeup) -- unless the spin lost its CPU on this shared machine, which the
+// policy must notice and count; an event after a long idle gap finds the loop asleep, and
+// the policy learns from it (the window shrinks); the caller's timeout bounds the spin.
+TEST(EventLoop, AdaptivePollingCatchesCloseEventsAndLearnsFromIdleGaps) {
+  LoopOptions o;
+  o.poll_us = 100'000;  // a fresh policy starts at its maximum window
+  auto loop = make_loop(o);
+  ASSERT_EQ(loop->spin().mode(), AdaptiveSpin::Mode::kAdaptive);
+  const int efd = eventfd(0, EFD_NONBLOCK);
+  CountingHandler h;
+  h.fn = [&](uint32_t) {
+    uint64_t v;
+    (void)!read(efd, &v, sizeof v);
+  };
+  ASSERT_TRUE(loop->add(efd, kReadable, &h).ok());
+  auto ring_after = [&](int ms) {
+    return std::thread([efd, ms] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+      uint64_t one = 1;
+      (void)!write(efd, &one, sizeof one);
+    });
+  };
+  std::thread t = ring_after(5);
+  ASSERT_TRUE(loop->run_once(2000).ok());
+  t.join();
+  EXPECT_EQ(h.calls, 1);
+  if (loop->spin().preemptions() == 0) {
+    EXPECT_EQ(loop->wakeups(), 0u) << "a 5 ms gap inside a 100 ms window should be caught spinning";
+    EXPECT_EQ(loop->spin().hits(), 1u);
+  }
+
+  // A gap longer than the maximum: the loop went to sleep, the window halves.
+  LoopOptions short_window;
+  short_window.poll_us = 200;
+  auto sleepy = make_loop(short_window);
+  CountingHandler h2;
+  h2.fn = h.fn;
+  ASSERT_TRUE(sleepy->add(efd, kReadable, &h2).ok());
+  t = ring_after(30);
+  ASSERT_TRUE(sleepy->run_once(2000).ok());
+  t.join();
+  EXPECT_EQ(h2.calls, 1);
+  EXPECT_EQ(sleepy->wakeups(), 1u) << "a 30 ms gap must find a 200 us window closed and the loop asleep";
+  if (sleepy->spin().preemptions() == 0) {  // a preempted gap teaches nothing (by design)
+    EXPECT_EQ(sleepy->spin().idle_gaps(), 1u);
+    EXPECT_EQ(sleepy->spin().window_ns(), 100'000u);
+  }
+  (void)sleepy->remove(efd);
+
+  // Nothing happens: run_once(20) returns after about 20 ms although the window is 100 ms.
+  const uint64_t t0 = monotonic_ns();
+  ASSERT_TRUE(loop->run_once(20).ok());
+  const uint64_t took = monotonic_ns() - t0;
+  EXPECT_GE(took, 19 * kMs);
+  EXPECT_LT(took, 90 * kMs) << "the spin ran past the caller's timeout";
+  (void)loop->remove(efd);
+  close(efd);
+}
+
 TEST(EventLoop, SlotsHoldOnePointerPerKeyUntilCleared) {
   auto loop = make_loop();
   static const char key_a = 0, key_b = 0;

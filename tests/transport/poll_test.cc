@@ -8,7 +8,7 @@
 
 #include "conduit/base/clock.h"
 #include "conduit/reactor/event_loop.h"
-#include "poll/adaptive_spin.h"
+#include "conduit/base/adaptive_spin.h"
 #include "poll/spin_group.h"
 
 namespace conduit::transport::poll {

@@ -37,6 +37,7 @@ struct ClientFlags {
   double duration = 2.0;
   double warmup = 0.3;
   uint32_t busy_poll_us = 0;
+  uint32_t poll_us = rpc::ChannelOptions{}.poll_us;  // the library's default
   bool json = false;
 };
 
@@ -120,6 +121,7 @@ int run_client(const ClientFlags& f, const std::string& tool_url) {
           threads.emplace_back([w, &f, &tool_url] {
             reactor::LoopOptions lo;
             lo.busy_poll_us = f.busy_poll_us;
+            lo.poll_us = f.poll_us;
             auto loop = reactor::EventLoop::create(lo);
             rpc::ChannelOptions co;
             co.connections = f.connections;
@@ -203,6 +205,8 @@ int main(int argc, char** argv) {
   server->add_option("--threads", so.threads, "reactor threads")->capture_default_str();
   server->add_option("--workers", so.worker_threads, "handler pool threads (0 = on the loop)")->capture_default_str();
   server->add_option("--busy-poll-us", so.busy_poll_us, "loops spin this long before sleeping")->capture_default_str();
+  server->add_option("--poll-us", so.poll_us, "loops spin adaptively up to this long before sleeping (0 = off)")
+      ->capture_default_str();
   server->add_option("--seconds", serve_seconds, "exit after this long (0 = until killed)");
 
   ClientFlags cf;
@@ -216,6 +220,8 @@ int main(int argc, char** argv) {
     c->add_option("--duration,-D", cf.duration, "measured seconds per cell")->capture_default_str();
     c->add_option("--warmup,-w", cf.warmup, "warm-up seconds per cell")->capture_default_str();
     c->add_option("--busy-poll-us", cf.busy_poll_us, "client loops spin this long before sleeping");
+    c->add_option("--poll-us", cf.poll_us, "client loops spin adaptively up to this long before sleeping (0 = off)")
+        ->capture_default_str();
     c->add_flag("--json", cf.json, "one JSON object per cell");
   };
   auto* client = app.add_subcommand("client", "run the closed-loop echo client against a server");

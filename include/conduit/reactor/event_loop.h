@@ -24,8 +24,11 @@
 #include <unordered_map>
 #include <vector>
 
+#include "conduit/base/adaptive_spin.h"
 #include "conduit/base/fd.h"
 #include "conduit/base/status.h"
+
+struct epoll_event;
 
 namespace conduit::reactor {
 
@@ -45,8 +48,15 @@ class FdHandler {
 
 struct LoopOptions {
   // Spin (epoll_wait with zero timeout) for up to this long before blocking when there is
-  // nothing to do.  0 = always block.  Trades a core for wakeup latency.
+  // nothing to do.  0 = always block.  Trades a core for wakeup latency.  Fixed: for
+  // dedicated cores; wins over poll_us.
   uint32_t busy_poll_us = 0;
+  // Adaptive spinning (conduit/base/adaptive_spin.h): spin on epoll_wait(0) for a window of
+  // at most this long before blocking, tuned from the idle gaps the loop sees -- it polls
+  // while traffic is dense (a request/response exchange then costs no wakeup on either
+  // side) and stops for idle or contended loops (a spin that loses its CPU backs off).
+  // 0 = off (block at once).  Cost: up to one window of CPU per idle transition.
+  uint32_t poll_us = 0;
   int max_events = 256;  // epoll events fetched per iteration
 };
 
@@ -136,6 +146,9 @@ class EventLoop {
   // Number of wakeups from a blocking wait (for counters and tests).
   uint64_t wakeups() const { return wakeups_; }
   uint64_t iterations() const { return iterations_; }
+  // The loop's polling policy (poll_us / busy_poll_us; off when neither): its window and
+  // what it saw (hits, short misses, idle gaps, preemptions) -- for stats and tests.
+  const AdaptiveSpin& spin() const { return spin_; }
   // Destroys `obj` on the loop thread after the current dispatch (e.g. a connection that
   // is closed from inside its own handler).
   template <typename T>
@@ -162,6 +175,10 @@ class EventLoop {
 
   EventLoop(UniqueFd epfd, UniqueFd wakefd, const LoopOptions& options);
   int next_timeout_ms(uint64_t now);
+  // The wait of one iteration when spinning (spin_ enabled, wait_ms != 0): epoll_wait(0)
+  // and the hooks until an event, a hook with work, or the window's end; then the blocking
+  // wait.  Returns epoll_wait's count; *hooks_pending when a hook ended the spin.
+  int spin_wait(epoll_event* events, int max_events, int wait_ms, bool* hooks_pending);
   bool run_timers(uint64_t now);  // true if any ran
   size_t run_posted();
   bool run_hooks();
@@ -170,6 +187,7 @@ class EventLoop {
   UniqueFd epfd_;
   UniqueFd wakefd_;
   LoopOptions options_;
+  AdaptiveSpin spin_;  // from busy_poll_us (fixed) or poll_us (adaptive)
   std::unordered_map<int, std::unique_ptr<FdEntry>> fds_;
   std::vector<std::unique_ptr<FdEntry>> graveyard_;  // removed during dispatch; freed after
   std::vector<Timer> timer_heap_;

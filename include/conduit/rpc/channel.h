@@ -62,6 +62,9 @@ struct ChannelOptions {
   uint64_t max_response_bytes = 128ull << 20; // body + attachment of one response
   uint32_t stream_window = 256 << 10;        // per-stream receive window granted to servers
   uint64_t attachment_hold_bytes = 256 << 10; // as ServerOptions' (views only in stream callbacks)
+  // Adaptive spinning of the loop a channel (or cluster channel) creates for itself, as
+  // ServerOptions::poll_us; a channel on the caller's loop uses that loop's LoopOptions.
+  uint32_t poll_us = 50;
   std::vector<std::shared_ptr<ClientInterceptor>> interceptors;
 };
 

@@ -35,7 +35,11 @@ class StatusResponse;  // conduit/rpc/status.pb.h
 struct ServerOptions {
   uint32_t threads = 1;                        // reactor loops (1..64)
   uint32_t worker_threads = 0;                 // 0 = handlers on the loop; N = a pool of N
-  uint32_t busy_poll_us = 0;                   // loops spin this long before sleeping
+  uint32_t busy_poll_us = 0;                   // loops spin this long before sleeping (fixed; wins)
+  // Loops spin adaptively for up to this long before sleeping (reactor LoopOptions::poll_us:
+  // a call that follows its predecessor closely costs no wakeup; idle or contended loops
+  // stop spinning).  0 = sleep at once.  0..100000.
+  uint32_t poll_us = 50;
   uint64_t max_request_bytes = 128ull << 20;   // body + attachment of one request
   uint64_t max_response_bytes = 128ull << 20;  // body + attachment of one response
   uint32_t max_concurrency = 0;                // calls in flight over the whole server, 0 = no limit

@@ -252,7 +252,7 @@ void ShmConnection::disarm() {
 // handlers, so that `while (!done) loop.run_once(-1)` sees what the handler did instead of
 // blocking with it done.  (Costs one non-blocking epoll_wait after a burst of work.)
 //
-// Polling (poll_us, busy_poll_us): while our window is open (poll/adaptive_spin.h) we do
+// Polling (poll_us, busy_poll_us): while our window is open (conduit/base/adaptive_spin.h) we do
 // not announce sleep; the loop's SpinGroup spins for us and the loop's other polling
 // connections, running handlers as work appears, and yields to the loop every slice.  Only
 // once the window closed without work do we arm, so that while we poll the peer sees no

@@ -13,7 +13,7 @@
 #include "conduit/base/fd.h"
 #include "conduit/reactor/event_loop.h"
 #include "conduit/transport/connection.h"
-#include "poll/adaptive_spin.h"
+#include "conduit/base/adaptive_spin.h"
 #include "poll/spin_group.h"
 #include "ring/hold_tracker.h"
 #include "ring/spsc_ring.h"
@@ -172,7 +172,7 @@ class ShmConnection final : public Connection, private poll::SpinGroup::Member {
   reactor::EventLoop::HookId hook_ = 0;
   reactor::TimerId handshake_timer_ = 0;
   reactor::TimerId pass_timer_ = 0;
-  poll::AdaptiveSpin spin_;
+  AdaptiveSpin spin_;
   std::shared_ptr<poll::SpinGroup> spin_group_;  // while connected, if spin_ is enabled
 
   Handler read_handler_;

@@ -266,8 +266,8 @@ Status ShmConnection::establish(Mapping region, uint64_t ring, UniqueFd own_bell
   rx_share_->conn = this;
   rx_share_->loop = &loop_;
   hold_cap_ = options_.hold_bytes != 0 ? std::min(options_.hold_bytes, ring) : ring / 2;
-  spin_ = options_.busy_poll_us != 0 ? poll::AdaptiveSpin::fixed(options_.busy_poll_us * 1000)
-                                     : poll::AdaptiveSpin::adaptive(options_.poll_us * 1000);
+  spin_ = options_.busy_poll_us != 0 ? AdaptiveSpin::fixed(options_.busy_poll_us * 1000)
+                                     : AdaptiveSpin::adaptive(options_.poll_us * 1000);
   doorbell_ = std::move(own_bell);
   peer_bell_ = std::move(peer_bell);
   hs_fds_.clear();

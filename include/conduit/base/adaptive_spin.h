@@ -36,6 +36,10 @@
 // Fixed mode (shm's busy_poll_us) spins a constant window and never tunes or backs off (it
 // is for dedicated cores); off never spins.
 //
+// Users: shm:// connections (each side's window, spun by transport/poll's SpinGroup) and
+// the reactor's EventLoop (LoopOptions::poll_us: the loop spins on epoll_wait(0), which is
+// how tcp:// and every other fd-driven connection poll).
+//
 // Clock: the caller passes monotonic nanoseconds (base/clock.h).  Threading: plain data,
 // one thread.  Cost: a few arithmetic operations per call.
 #pragma once
@@ -43,7 +47,7 @@
 #include <algorithm>
 #include <cstdint>
 
-namespace conduit::transport::poll {
+namespace conduit {
 
 class AdaptiveSpin {
  public:
@@ -139,4 +143,4 @@ class AdaptiveSpin {
   uint64_t hits_ = 0, short_misses_ = 0, idle_gaps_ = 0, preemptions_ = 0;
 };
 
-}  // namespace conduit::transport::poll
+}  // namespace conduit
