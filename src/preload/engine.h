@@ -158,6 +158,7 @@ class Engine {
   bool progress_stop_ = false;
   // Status file.
   reactor::TimerId status_timer_ = 0;
+  reactor::TimerId refresh_timer_ = 0;  // the once-a-second rewrite while fast channels exist
   std::string status_path_;
   uint64_t started_unix_ms_ = 0;
 

@@ -65,6 +65,7 @@ void Engine::write_status_now() {
   ps.fallback = p.total_fallback;
   ps.io_uring = p.io_uring_seen;
   const uint64_t now = monotonic_ns();
+  bool fast_channels = false;
   for (const auto& w : p.sockets) {
     std::shared_ptr<Socket> s = w.lock();
     if (!s || s->closed() || s->phase == Phase::kSocket) continue;
@@ -76,6 +77,11 @@ void Engine::write_status_now() {
     st.bytes_out = s->bytes_out;
     st.age_ms = (now - s->created_ns) / 1'000'000;
     st.reason = s->reason;
+    if (s->phase == Phase::kFast && s->conn) {
+      st.has_channel = true;
+      st.channel = s->conn->snapshot();
+      fast_channels = true;
+    }
     if (s->phase == Phase::kListening) {
       st.mode = s->rendezvous ? s->rendezvous->offers : "tcp";
       st.local = sockname_text(st.fd, false);
@@ -93,6 +99,12 @@ void Engine::write_status_now() {
     }
     ps.sockets.push_back(std::move(st));
   }
+  // Counters and QP states change without a status_changed(): refresh while channels exist.
+  if (fast_channels && refresh_timer_ == 0)
+    refresh_timer_ = loop_->run_after(1'000'000'000, [this] {
+      refresh_timer_ = 0;
+      write_status_now();
+    });
   const std::string text = format_status(ps);
   const std::string tmp = status_path_ + ".tmp";
   const Libc& c = sys();

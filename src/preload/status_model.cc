@@ -76,7 +76,10 @@ std::string format_status(const ProcessStatus& p) {
     out += "socket\tfd=" + std::to_string(s.fd) + "\trole=" + clean(s.role) + "\tphase=" + clean(s.phase) +
            "\tmode=" + clean(s.mode) + "\tlocal=" + clean(s.local) + "\tpeer=" + clean(s.peer) +
            "\tbytes_in=" + std::to_string(s.bytes_in) + "\tbytes_out=" + std::to_string(s.bytes_out) +
-           "\tage_ms=" + std::to_string(s.age_ms) + "\treason=" + clean(s.reason) + "\n";
+           "\tage_ms=" + std::to_string(s.age_ms) + "\treason=" + clean(s.reason);
+    if (s.has_channel)
+      for (const auto& [k, v] : transport::snapshot_fields(s.channel)) out += "\tch." + k + "=" + clean(v);
+    out += "\n";
   }
   return out;
 }
@@ -120,6 +123,7 @@ Result<ProcessStatus> parse_status(std::string_view text) {
         else if (k == "bytes_out") s.bytes_out = to_u64(v);
         else if (k == "age_ms") s.age_ms = to_u64(v);
         else if (k == "reason") s.reason = std::string(v);
+        else if (k.substr(0, 3) == "ch." && transport::snapshot_field(s.channel, k.substr(3), v)) s.has_channel = true;
       });
       p.sockets.push_back(std::move(s));
     }

@@ -9,7 +9,12 @@
 //   conduit-preload-status   v=1
 //   process  pid=  exe=  name=  mode=  started_ms=  fast=  tcp=  fallback=  io_uring=
 //   socket   fd=  role=  phase=  mode=  local=  peer=  bytes_in=  bytes_out=  age_ms=  reason=
+//            [ch.<key>=  ...]
 //
+// A socket with a fast channel also carries the channel's transport::ConnSnapshot, each of
+// its fields (transport::snapshot_fields) prefixed "ch." -- the data model rpc's status
+// service serves too, so conduit-stat reads both alike.  While a process has fast channels,
+// its file is also rewritten every second, so that their counters and QP state stay fresh.
 // Unknown keys are ignored by readers, so fields can be added without breaking them.
 // Thread-safe (pure functions); the directory functions do file I/O.
 #pragma once
@@ -22,6 +27,7 @@
 #include <vector>
 
 #include "conduit/base/status.h"
+#include "conduit/transport/connection.h"
 
 namespace conduit::preload {
 
@@ -34,6 +40,8 @@ struct SocketStatus {
   uint64_t bytes_in = 0, bytes_out = 0;  // over the fast channel
   uint64_t age_ms = 0;   // since the socket was made
   std::string reason;    // tcp: why not fast; listener: what it offers or why nothing
+  bool has_channel = false;         // the fast channel's snapshot below is filled
+  transport::ConnSnapshot channel;  // the fast channel (Connection::snapshot)
 };
 
 struct ProcessStatus {

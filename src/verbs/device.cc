@@ -1,5 +1,8 @@
 #include "conduit/verbs/device.h"
 
+#include <dirent.h>
+
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -197,6 +200,24 @@ Result<GidEntry> Context::default_gid(uint8_t port_num) const {
   for (const auto& e : table)
     if (e.type == GidType::kRoceV2) return e;
   return table.front();
+}
+
+Result<std::vector<std::pair<std::string, uint64_t>>> Context::port_counters(uint8_t port_num) const {
+  const std::string dir =
+      "/sys/class/infiniband/" + std::string(name()) + "/ports/" + std::to_string(port_num) + "/hw_counters";
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return Status(Code::kNotFound, dir + ": " + std::strerror(errno));
+  std::vector<std::pair<std::string, uint64_t>> out;
+  while (dirent* e = readdir(d)) {
+    const std::string n = e->d_name;
+    if (n == "." || n == ".." || n == "lifespan") continue;
+    std::ifstream f(dir + "/" + n);
+    uint64_t v = 0;
+    if (f >> v) out.emplace_back(n, v);
+  }
+  closedir(d);
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 }  // namespace conduit::verbs

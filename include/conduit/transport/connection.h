@@ -70,6 +70,37 @@ struct ConnStats {
   uint64_t pinned_bytes = 0;
 };
 
+// One connection as the introspection surfaces see it -- the single data model behind rpc's
+// StatusService (ConnectionStatus carries these fields one for one), the preload's status
+// files and conduit-stat (tools/stat).  A plain value, taken by Connection::snapshot().
+struct ConnSnapshot {
+  std::string transport;   // caps().transport: "tcp", "shm", "rdma"
+  std::string state;       // conn_state_name(state()); rdma: its setup phase ("open", "peer-gone")
+  std::string local, peer;
+  std::string extensions;  // caps().extensions
+  std::string fallback;    // auto:// on TCP: why not RDMA (empty otherwise)
+  std::string error;       // error().to_string() once failed (empty otherwise)
+  ConnStats stats;
+  // Bytes this side may write now before the peer returns space (rdma: free space in the
+  // peer's receive buffer; shm: in the ring).  -1: the transport has no such window (tcp).
+  int64_t credits = -1;
+  // rdma only (empty / 0 elsewhere): ibv_query_qp's state ("RTS", "ERR", ...), the QP
+  // number, "device:port", and that port's hardware counters (sysfs hw_counters, e.g.
+  // rxe's retry_exceeded_err): device-wide, shared by every QP on the port.
+  std::string qp_state;
+  uint32_t qpn = 0;
+  std::string device;
+  std::vector<std::pair<std::string, uint64_t>> device_counters;
+};
+
+// The snapshot as key=value text fields (one spelling for every text surface: the
+// preload's status files, conduit-stat's --json keys): transport state local peer ext
+// fallback error bytes_in bytes_out reads writes wakeups pinned credits qp_state qpn device
+// and ctr.<counter>.  snapshot_field() applies one such field (false: not a snapshot key;
+// the caller may own it).  Pure functions, any thread.
+std::vector<std::pair<std::string, std::string>> snapshot_fields(const ConnSnapshot& s);
+bool snapshot_field(ConnSnapshot& s, std::string_view key, std::string_view value);
+
 class Connection {
  public:
   using Handler = std::function<void(Connection&)>;
@@ -139,6 +170,11 @@ class Connection {
 
   // "tcp 127.0.0.1:5000->127.0.0.1:6379 connected"
   std::string describe() const;
+  // The connection's introspection record (ConnSnapshot).  Loop thread.  The base version
+  // fills what every transport has (caps, addresses, state, stats); rdma adds its phase,
+  // credits, QP state and the port's counters (an ibv_query_qp and a sysfs read: for
+  // status tools, not the data path), auto the fallback reason.
+  virtual ConnSnapshot snapshot() const;
 
  protected:
   // The copying fallback behind the base class' reserve/commit and peek/consume: a staging

@@ -83,6 +83,12 @@ class Context : public std::enable_shared_from_this<Context> {
   // The GID index to use for RoCEv2 over IPv4 (perftest's choice), else RoCEv2 of any
   // family, else the first non-zero GID (InfiniBand or RoCEv1).
   Result<GidEntry> default_gid(uint8_t port_num) const;
+  // The port's hardware counters, name and value, sorted by name:
+  // /sys/class/infiniband/<dev>/ports/<port>/hw_counters (what `rdma statistic` shows;
+  // rxe: sent_pkts, retry_exceeded_err, rcvd_rnr_err, ...; "lifespan", a setting, left out).
+  // Device-wide: every QP on the port adds to them.  kNotFound when the device has none.
+  // Reads one file per counter: for status tools, not the data path.  Any thread.
+  Result<std::vector<std::pair<std::string, uint64_t>>> port_counters(uint8_t port_num) const;
 
  private:
   Context(ibv_context* ctx, bool owned);

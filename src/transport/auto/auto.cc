@@ -147,6 +147,12 @@ class AutoConnection final : public Connection {
   std::string peer_address() const override { return inner_ ? inner_->peer_address() : ep_.address; }
   Caps caps() const override { return inner_->caps(); }
   const ConnStats& stats() const override { return inner_->stats(); }
+  ConnSnapshot snapshot() const override {
+    ConnSnapshot s = inner_ ? inner_->snapshot() : Connection::snapshot();
+    if (!inner_ || std::string_view(inner_->caps().transport) != "rdma") s.fallback = fallback_reason_;
+    s.transport = "auto/" + s.transport;  // as describe() says it
+    return s;
+  }
   EventLoop& loop() const override { return loop_; }
 
  private:

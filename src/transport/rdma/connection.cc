@@ -65,6 +65,24 @@ Caps RdmaConnection::caps() const {
   return c;
 }
 
+ConnSnapshot RdmaConnection::snapshot() const {
+  ConnSnapshot s = Connection::snapshot();
+  s.state = std::string(phase_name(phase_));
+  s.credits = tx_known_ && sending() ? static_cast<int64_t>(tx_.free_space()) : 0;
+  if (verbs::QueuePair* q = qp()) {
+    s.qp_state = std::string(verbs::qp_state_name(q->state()));
+    s.qpn = q->qp_num();
+  }
+  if (res_ && res_->id) {
+    if (std::shared_ptr<verbs::Context> dev = res_->id->context()) {
+      const uint8_t port = res_->id->port_num();
+      s.device = std::string(dev->name()) + ":" + std::to_string(port);
+      if (auto counters = dev->port_counters(port); counters.ok()) s.device_counters = std::move(*counters);
+    }
+  }
+  return s;
+}
+
 void RdmaConnection::set_read_handler(Handler h) {
   read_handler_ = std::move(h);
   if (read_handler_ && readable()) ctx_->mark_pending(this);

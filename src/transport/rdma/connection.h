@@ -76,6 +76,7 @@ class RdmaConnection final : public Connection, public reactor::FdHandler, publi
   std::string peer_address() const override { return peer_; }
   Caps caps() const override;
   const ConnStats& stats() const override { return stats_; }
+  ConnSnapshot snapshot() const override;
   reactor::EventLoop& loop() const override { return ctx_->loop(); }
   memory::BlockPool* pool() const override { return arena_ ? arena_->pool.get() : nullptr; }
 

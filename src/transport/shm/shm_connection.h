@@ -95,6 +95,12 @@ class ShmConnection final : public Connection, private poll::SpinGroup::Member {
   std::string peer_address() const override { return peer_; }
   Caps caps() const override;
   const ConnStats& stats() const override { return stats_; }
+  // credits: the outbound ring's free space as this side last saw it (no reload).
+  ConnSnapshot snapshot() const override {
+    ConnSnapshot s = Connection::snapshot();
+    s.credits = state_ == ConnState::kConnected ? static_cast<int64_t>(tx_.free_space()) : 0;
+    return s;
+  }
   reactor::EventLoop& loop() const override { return loop_; }
 
  private:
