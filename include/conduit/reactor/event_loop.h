@@ -136,6 +136,10 @@ class EventLoop {
   // Number of wakeups from a blocking wait (for counters and tests).
   uint64_t wakeups() const { return wakeups_; }
   uint64_t iterations() const { return iterations_; }
+  // True while run_once() runs (its hooks, handlers and timers): a hook that ran in this
+  // iteration will not run again before the loop blocks.  Outside it, the next run_once()
+  // runs every hook first.
+  bool in_iteration() const { return in_iteration_; }
   // Destroys `obj` on the loop thread after the current dispatch (e.g. a connection that
   // is closed from inside its own handler).
   template <typename T>
@@ -187,6 +191,7 @@ class EventLoop {
   std::atomic<std::thread::id> owner_{};
   uint64_t wakeups_ = 0;
   uint64_t iterations_ = 0;
+  bool in_iteration_ = false;
   bool last_busy_ = false;  // the last run_once left work for the next (poll_timeout_ms)
 };
 
