@@ -117,7 +117,7 @@ started=""
 for v in $variants; do
   p=$(free_port)
   # shellcheck disable=SC2046
-  "${SRV_CPU[@]}" $(wrap "$v") redis-server --port "$p" --bind "$addr" --save '' --appendonly no --dir "$work" \
+  "${SRV_CPU[@]}" $(wrap "$v") redis-server --port "$p" --bind "$addr" --protected-mode no --save '' --appendonly no --dir "$work" \
     --logfile "$work/redis-$v.log" >/dev/null 2>"$work/redis-$v.err" &
   pids+=($!)
   ok=0
