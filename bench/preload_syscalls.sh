@@ -63,7 +63,13 @@ if sys.argv[1] == "s":
     mark()
     c.sendall(b"k")
 else:
-    c = socket.create_connection(("127.0.0.1", port))
+    for attempt in range(200):  # the reader starts slowly under strace on a loaded machine
+        try:
+            c = socket.create_connection(("127.0.0.1", port)); break
+        except ConnectionRefusedError:
+            time.sleep(0.1)
+    else:
+        sys.exit("writer: the reader never listened")
     c.sendall(b"g")
     m = b"x" * 16
     mark()
