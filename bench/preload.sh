@@ -231,7 +231,7 @@ EOF
 if ((guest)) && command -v sockperf >/dev/null; then
   echo
   echo "sockperf ping-pong, 64 B, server -F p, client -t 10 (one run per variant):"
-  for v in $started; do
+  for v in tcp rdma rsocket; do  # rsocket too: its redis may have failed, sockperf may not
     sp=$(free_port)
     # shellcheck disable=SC2046
     timeout 120 $(wrap "$v") sockperf sr --tcp -i "$addr" -p "$sp" -F p >"$work/sp-srv-$v.out" 2>&1 &
@@ -239,8 +239,8 @@ if ((guest)) && command -v sockperf >/dev/null; then
     sleep 3
     # shellcheck disable=SC2046
     if timeout 90 $(wrap "$v") sockperf pp --tcp -i "$addr" -p "$sp" -m 64 -t 10 >"$work/sp-$v.out" 2>&1; then
-      lat=$(grep -E "avg-latency|Summary: Latency" "$work/sp-$v.out" | tail -1)
-      p50=$(grep -E "percentile 50.000" "$work/sp-$v.out" | tail -1)
+      lat=$(grep -E "avg-latency|Summary: Latency" "$work/sp-$v.out" | tail -1 || true)
+      p50=$(grep -E "percentile 50.000" "$work/sp-$v.out" | tail -1 || true)
       echo "  $v: ${lat:-no summary} ${p50:+| $p50}"
     else
       echo "  $v: sockperf failed or hung: $(tail -c 200 "$work/sp-$v.out" | tr '\n' ' ')"
