@@ -234,16 +234,19 @@ if ((guest)) && command -v sockperf >/dev/null; then
   for v in tcp rdma rsocket; do  # rsocket too: its redis may have failed, sockperf may not
     sp=$(free_port)
     # shellcheck disable=SC2046
-    timeout 120 $(wrap "$v") sockperf sr --tcp -i "$addr" -p "$sp" -F p >"$work/sp-srv-$v.out" 2>&1 &
+    echo "T:$addr:$sp" >"$work/sp-$v.feed"  # -F (the multiplexer) needs a feed file
+    timeout 120 $(wrap "$v") sockperf sr -f "$work/sp-$v.feed" -F p >"$work/sp-srv-$v.out" 2>&1 &
     spid=$!
     sleep 3
     # shellcheck disable=SC2046
-    if timeout 90 $(wrap "$v") sockperf pp --tcp -i "$addr" -p "$sp" -m 64 -t 10 >"$work/sp-$v.out" 2>&1; then
+    # sockperf exits 0 on a failed connect: success is its summary line.
+    timeout 90 $(wrap "$v") sockperf pp --tcp -i "$addr" -p "$sp" -m 64 -t 10 >"$work/sp-$v.out" 2>&1 || true
+    if grep -q "Summary: Latency" "$work/sp-$v.out"; then
       lat=$(grep -E "avg-latency|Summary: Latency" "$work/sp-$v.out" | tail -1 || true)
       p50=$(grep -E "percentile 50.000" "$work/sp-$v.out" | tail -1 || true)
       echo "  $v: ${lat:-no summary} ${p50:+| $p50}"
     else
-      echo "  $v: sockperf failed or hung: $(tail -c 200 "$work/sp-$v.out" | tr '\n' ' ')"
+      echo "  $v: sockperf failed or hung: $(tail -c 200 "$work/sp-$v.out" | tr '\n' ' ') / server: $(tail -c 200 "$work/sp-srv-$v.out" | tr '\n' ' ')"
     fi
     kill "$spid" 2>/dev/null || true
     wait "$spid" 2>/dev/null || true
