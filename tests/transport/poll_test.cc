@@ -370,8 +370,10 @@ TEST(SpinGroup, APreemptedSpinEndsAndTellsTheMembers) {
 TEST(SpinGroup, MembersMayLeaveDuringTheSpin) {
   auto loop = make_loop();
   auto g = SpinGroup::of(*loop);
-  auto a = std::make_unique<FakeMember>(1'000 * kUs);
-  auto b = std::make_unique<FakeMember>(1'000 * kUs);
+  // Windows far longer than the test: with 1 ms ones, a slow iteration (ASan on a loaded
+  // machine) closed a's window before its work came, and it was never polled.
+  auto a = std::make_unique<FakeMember>(1'000'000 * kUs);
+  auto b = std::make_unique<FakeMember>(1'000'000 * kUs);
   bool b_left = false;
   a->on_run = [&] {
     g->leave(b.get());
