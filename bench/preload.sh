@@ -12,7 +12,8 @@
 #   shm-spin   the same with --shm-options busy_poll_us=100 (both ends spin up to 100 us on
 #              the rings before sleeping)
 # Guest variants (on the rxe address 192.0.2.1): tcp, rdma (`conduit-run --mode rdma`) and
-# rsocket (LD_PRELOAD=librspreload.so from Debian's librdmacm1, both ends).  A variant that
+# rsocket (LD_PRELOAD=librspreload.so from Debian's librdmacm1, both ends); then a sockperf
+# ping-pong through each.  A variant that
 # fails or hangs (each redis-benchmark run is killed after 60 s, or 120 s in the guest) is
 # recorded as such, not retried.
 #
@@ -117,7 +118,7 @@ started=""
 for v in $variants; do
   p=$(free_port)
   # shellcheck disable=SC2046
-  "${SRV_CPU[@]}" $(wrap "$v") redis-server --port "$p" --bind "$addr" --save '' --appendonly no --dir "$work" \
+  "${SRV_CPU[@]}" $(wrap "$v") redis-server --port "$p" --bind "$addr" --protected-mode no --save '' --appendonly no --dir "$work" \
     --logfile "$work/redis-$v.log" >/dev/null 2>"$work/redis-$v.err" &
   pids+=($!)
   ok=0
@@ -225,5 +226,31 @@ for c in (1, 50):
                 ratios.append(f"{med['rdma']/med['rsocket']:.2f}x" if "rdma" in med and "rsocket" in med else "-")
             print(f"| -c {c} -P {p} | {test} | " + " | ".join(cells) + " | " + " | ".join(ratios) + " |")
 EOF
+# sockperf ping-pong through each variant (guest only): poll-based server (-F p), since
+# rsocket's preload has no epoll; 64-byte messages, bounded in time.
+if ((guest)) && command -v sockperf >/dev/null; then
+  echo
+  echo "sockperf ping-pong, 64 B, server -F p, client -t 10 (one run per variant):"
+  for v in tcp rdma rsocket; do  # rsocket too: its redis may have failed, sockperf may not
+    sp=$(free_port)
+    # shellcheck disable=SC2046
+    echo "T:$addr:$sp" >"$work/sp-$v.feed"  # -F (the multiplexer) needs a feed file
+    timeout 120 $(wrap "$v") sockperf sr -f "$work/sp-$v.feed" -F p >"$work/sp-srv-$v.out" 2>&1 &
+    spid=$!
+    sleep 3
+    # shellcheck disable=SC2046
+    # sockperf exits 0 on a failed connect: success is its summary line.
+    timeout 90 $(wrap "$v") sockperf pp --tcp -i "$addr" -p "$sp" -m 64 -t 10 >"$work/sp-$v.out" 2>&1 || true
+    if grep -q "Summary: Latency" "$work/sp-$v.out"; then
+      lat=$(grep -E "avg-latency|Summary: Latency" "$work/sp-$v.out" | tail -1 || true)
+      p50=$(grep -E "percentile 50.000" "$work/sp-$v.out" | tail -1 || true)
+      echo "  $v: ${lat:-no summary} ${p50:+| $p50}"
+    else
+      echo "  $v: sockperf failed or hung: $(tail -c 200 "$work/sp-$v.out" | tr '\n' ' ') / server: $(tail -c 200 "$work/sp-srv-$v.out" | tr '\n' ' ')"
+    fi
+    kill "$spid" 2>/dev/null || true
+    wait "$spid" 2>/dev/null || true
+  done | tee -a "${out:-/dev/null}"
+fi
 if [[ -n $out ]]; then echo "  table in $out, every run in $results"; fi
 echo "  total $(($(date +%s) - t0)) s"

@@ -71,10 +71,18 @@ struct ThreadCache {
   }
 };
 thread_local ThreadCache t_cache;
+// Set when this thread's cache has been destroyed.  Thread-local destructors run before
+// atexit handlers at exit(), so code that releases or allocates blocks from an atexit
+// handler (the preload library closing its channels) must find no cache: it goes to the
+// shared lists instead of growing a destroyed vector (a double free).  Trivially
+// destructible, so it outlives the cache.
+thread_local bool t_cache_gone = false;
 
 void release_pool_block(Storage* s) { static_cast<BlockPool*>(s->context)->release_block(s); }
 
+// Null once the thread's cache is gone (see t_cache_gone).
 ThreadCache::PerPool* cache_of(BlockPool& p) {
+  if (t_cache_gone) return nullptr;
   if (ThreadCache::PerPool* tc = t_cache.find(p.id())) return tc;
   const PoolOptions& o = p.options();
   t_cache.pools.push_back({p.id(), p.weak_from_this(), std::vector<std::vector<Storage*>>(o.classes.size()), {}});
@@ -85,6 +93,7 @@ ThreadCache::PerPool* cache_of(BlockPool& p) {
 }  // namespace
 
 ThreadCache::~ThreadCache() {
+  t_cache_gone = true;
   for (PerPool& p : pools) {
     auto pool = p.pool.lock();
     if (!pool) continue;  // gone: its regions are unmapped, these pointers are dead
@@ -262,7 +271,10 @@ Result<Slice> BlockPool::allocate(size_t size) {
   if (cls < 0) return allocate_large(size);
   Storage* s = nullptr;
   ThreadCache::PerPool* tc = cache_of(*this);
-  if (!tc->lists[cls].empty()) {
+  if (tc == nullptr) {
+    cache_misses_.fetch_add(1, std::memory_order_relaxed);
+    CONDUIT_ASSIGN_OR_RETURN(s, take_shared(static_cast<size_t>(cls), nullptr, 0));
+  } else if (!tc->lists[cls].empty()) {
     s = tc->lists[cls].back();
     tc->lists[cls].pop_back();
     cache_hits_.fetch_add(1, std::memory_order_relaxed);
@@ -351,6 +363,10 @@ bool BlockPool::cache_block(Storage* s, size_t cls) {
     return false;
   }
   ThreadCache::PerPool* tc = cache_of(*this);
+  if (tc == nullptr) {
+    return_shared(s);
+    return false;
+  }
   std::vector<Storage*>& list = tc->lists[cls];
   if (list.size() < tc->limits[cls]) {
     list.push_back(s);

@@ -48,6 +48,9 @@ class CondSet final : public WaitSet {
     const nfds_t b = n;
     if (backend >= 0) p[n++] = {backend, POLLIN, 0};
     if (bell >= 0) p[n++] = {bell, POLLIN, 0};
+    // Nothing to look at without blocking (ours are ready and there is no kernel fd): no
+    // system call, so a blocking read or write whose data is ready makes none.
+    if (n == 0 && timeout_ms == 0 && mask == nullptr) return 0;
     const int r = kernel_poll(p, n, timeout_ms, mask);
     if (r < 0) return -1;
     for (nfds_t i = b; i < n; ++i)

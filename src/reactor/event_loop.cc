@@ -329,6 +329,12 @@ Status EventLoop::run_once(int timeout_ms) {
   owner_.compare_exchange_strong(expected, self);
   assert_loop_thread();
   ++iterations_;
+  struct InIteration {  // restores the flag on every way out (a nested run_once included)
+    bool& flag;
+    bool was;
+    ~InIteration() { flag = was; }
+  } in_iteration{in_iteration_, in_iteration_};
+  in_iteration_ = true;
 
   // Posted work may have changed what the caller waits for: don't sleep after running any.
   const bool ran_posted = run_posted() > 0;

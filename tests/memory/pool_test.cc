@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <thread>
@@ -70,6 +72,34 @@ struct CountingWaiter final : MemoryWaiter {
   std::atomic<int> told{0};
   void on_memory_available() override { ++told; }
 };
+
+// Blocks released and allocated from an atexit handler, after exit() destroyed the main
+// thread's cache (thread-local destructors run first): they go to the shared lists.
+// Regression: the destroyed cache's vector grew again and was freed twice ("double free" at
+// the exit of a preloaded program that closed its rdma channels from its exit handler).
+std::shared_ptr<BlockPool>* g_exit_pools[2];
+Slice* g_exit_slice;
+void release_at_exit() {
+  *g_exit_slice = Slice();  // into pool 0, whose cache entry existed
+  auto s = (*g_exit_pools[1])->allocate(200);  // pool 1: never cached on this thread
+  if (!s.ok()) std::_Exit(3);
+  *s = Slice();
+  std::fflush(stdout);
+}
+
+TEST(BlockPool, ReleaseAndAllocateAfterTheThreadCacheIsGone) {
+  EXPECT_EXIT(
+      {
+        g_exit_pools[0] = new std::shared_ptr<BlockPool>(make_pool());
+        g_exit_pools[1] = new std::shared_ptr<BlockPool>(make_pool());
+        auto a = (*g_exit_pools[0])->allocate(100);
+        if (!a.ok()) std::_Exit(2);
+        g_exit_slice = new Slice(std::move(a).value());
+        std::atexit(release_at_exit);
+        std::exit(0);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
 
 TEST(BlockPool, TheCapIsBackpressureAndWaitersAreToldWhenBlocksReturn) {
   PoolOptions o;

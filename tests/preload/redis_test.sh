@@ -52,7 +52,9 @@ fail() {
 fast=("$run" --mode "$mode" --log warn --)  # a program under the preload
 
 port=$(python3 -c 'import socket, sys; s = socket.socket(); s.bind((sys.argv[1], 0)); print(s.getsockname()[1])' "$addr")
-"${fast[@]}" redis-server --port "$port" --bind "$addr" --save '' --appendonly no --dir "$work" \
+# --protected-mode no: in the guest the clients come from the rxe address 192.0.2.1, not from
+# loopback, and a password-less redis answers those with -DENIED (with or without the preload).
+"${fast[@]}" redis-server --port "$port" --bind "$addr" --protected-mode no --save '' --appendonly no --dir "$work" \
   --logfile "$work/redis.log" &
 server_pid=$!
 

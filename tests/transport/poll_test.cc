@@ -314,6 +314,35 @@ TEST(SpinGroup, OneSpinPerIterationPollsEveryOpenMember) {
   EXPECT_GT(b.polls, 0);
 }
 
+// A member whose handler removes itself when it runs (one-shot: the preload's, whose work
+// is done by run_once()'s caller) ends the spin at once, instead of the spin polling the
+// other open members to the end of the slice while the caller waits for what ran.
+TEST(SpinGroup, AOneShotHandlerEndsTheSpin) {
+  auto loop = make_loop();
+  auto g = SpinGroup::of(*loop);
+  FakeMember a(1'000'000 * kUs), b(1'000'000 * kUs);
+  a.on_run = [&] { a.open = false; };  // as a handler that uninstalls itself
+  bool result = false;
+  loop->add_before_sleep([&] {
+    const uint64_t now = monotonic_ns();
+    a.idle(now);
+    b.idle(now);
+    result = g->spin(&a, now);
+    return result;
+  });
+  loop->add_before_sleep([&] {
+    const uint64_t now = monotonic_ns();
+    return b.spin_deadline() > now && g->spin(&b, now);
+  });
+  ASSERT_TRUE(loop->run_once(0).ok());  // both join
+  a.ready.store(true);
+  const int before = b.polls;
+  ASSERT_TRUE(loop->run_once(0).ok());
+  EXPECT_EQ(a.runs, 1);
+  EXPECT_TRUE(result) << "work ran: the loop must not block";
+  EXPECT_LE(b.polls - before, 1) << "the spin went on polling b after a's one-shot handler ran";
+}
+
 // Losing the CPU between two polls tells every polled member; adaptive ones then sleep
 // (their windows close for the cool-down), so the spin ends.
 TEST(SpinGroup, APreemptedSpinEndsAndTellsTheMembers) {
@@ -348,8 +377,10 @@ TEST(SpinGroup, APreemptedSpinEndsAndTellsTheMembers) {
 TEST(SpinGroup, MembersMayLeaveDuringTheSpin) {
   auto loop = make_loop();
   auto g = SpinGroup::of(*loop);
-  auto a = std::make_unique<FakeMember>(1'000 * kUs);
-  auto b = std::make_unique<FakeMember>(1'000 * kUs);
+  // Windows far longer than the test: with 1 ms ones, a slow iteration (ASan on a loaded
+  // machine) closed a's window before its work came, and it was never polled.
+  auto a = std::make_unique<FakeMember>(1'000'000 * kUs);
+  auto b = std::make_unique<FakeMember>(1'000'000 * kUs);
   bool b_left = false;
   a->on_run = [&] {
     g->leave(b.get());

@@ -352,6 +352,52 @@ TEST_F(ShmTest, PingPongSleepingAdaptiveAndBusyPolling) {
   }
 }
 
+// A one-shot read handler (it removes itself when it runs; the reader then reads and writes
+// outside the loop's handlers and installs it again before the next wait -- what the
+// preload library does for every blocking read and poll) must keep polling like a
+// persistent one.  Regression: the idle gap was never ended when the handler that ran had
+// removed itself, so the window stayed closed (timed from a stale start) and every exchange
+// slept: one doorbell from the server per round trip.
+TEST_F(ShmTest, OneShotReadHandlerKeepsPolling) {
+  const int rounds = kSanitized ? 2000 : 20000;
+  EchoServer server("shm://" + unique_name("pp-oneshot") + "?busy_poll_us=20000");
+  auto client = connect_and_wait(*loop, server.url() + "?busy_poll_us=20000");
+  ASSERT_TRUE(client);
+  uint8_t msg[64] = {7};
+  bool readable = false;
+  auto arm = [&] {
+    client->set_read_handler([&](Connection& c) {
+      readable = true;
+      c.set_read_handler(nullptr);
+    });
+  };
+  const uint64_t deadline = monotonic_ns() + 120'000'000'000ull;
+  for (int done = 0; done < rounds && monotonic_ns() < deadline; ++done) {
+    ASSERT_EQ(*client->write(msg), sizeof msg);
+    size_t got = 0;
+    while (got < sizeof msg && monotonic_ns() < deadline) {
+      uint8_t buf[256];
+      auto r = client->read(buf);
+      if (r.ok() && *r > 0) {
+        got += *r;
+        continue;
+      }
+      ASSERT_TRUE(r.ok() || r.status().would_block()) << r.status().to_string();
+      readable = false;
+      arm();
+      while (!readable && monotonic_ns() < deadline) ASSERT_TRUE(loop->run_once(-1).ok());
+    }
+    ASSERT_EQ(got, sizeof msg) << "stalled after " << done << " round trips";
+  }
+  client->close();
+  server.stop();
+  std::printf("one-shot handler, busy polling: doorbell writes client %llu server %llu for %d round trips\n",
+              static_cast<unsigned long long>(client->stats().wakeups),
+              static_cast<unsigned long long>(server.wakeups()), rounds);
+  // As above: a descheduled spinner may miss a few; one per exchange is the regression.
+  EXPECT_LT(client->stats().wakeups + server.wakeups(), uint64_t(rounds) / 4);
+}
+
 // The peer process is killed: data it wrote stays readable, then reads fail (kClosed, state
 // kError) rather than hanging, writes fail, and nothing leaks.
 void peer_death_test(bool orderly_close) {

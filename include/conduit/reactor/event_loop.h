@@ -149,6 +149,10 @@ class EventLoop {
   // The loop's polling policy (poll_us / busy_poll_us; off when neither): its window and
   // what it saw (hits, short misses, idle gaps, preemptions) -- for stats and tests.
   const AdaptiveSpin& spin() const { return spin_; }
+  // True while run_once() runs (its hooks, handlers and timers): a hook that ran in this
+  // iteration will not run again before the loop blocks.  Outside it, the next run_once()
+  // runs every hook first.
+  bool in_iteration() const { return in_iteration_; }
   // Destroys `obj` on the loop thread after the current dispatch (e.g. a connection that
   // is closed from inside its own handler).
   template <typename T>
@@ -205,6 +209,7 @@ class EventLoop {
   std::atomic<std::thread::id> owner_{};
   uint64_t wakeups_ = 0;
   uint64_t iterations_ = 0;
+  bool in_iteration_ = false;
   bool last_busy_ = false;  // the last run_once left work for the next (poll_timeout_ms)
 };
 

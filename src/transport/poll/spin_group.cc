@@ -65,7 +65,7 @@ bool SpinGroup::spin(Member* m, uint64_t now) {
   ++spins_;
   spinning_ = true;
   const uint64_t slice_end = now + kSliceNs;
-  bool ran = false, sliced = false;
+  bool ran = false, sliced = false, handed_off = false;
   for (;;) {
     bool open = false;
     // Index loop: spin_poll may add members (a handler connects) or remove them.
@@ -81,10 +81,14 @@ bool SpinGroup::spin(Member* m, uint64_t now) {
       if (x->spin_poll(now)) {
         ran = true;
         now = monotonic_ns();  // handler time is not a preemption
+        // Its handler ran and removed itself (a one-shot handler): the work is for the
+        // loop's caller (an embedder that reads outside the loop, like the preload), which
+        // gets it only when run_once() returns -- end the spin now.
+        if (active_[i] != nullptr && active_[i]->spin_deadline() <= now) handed_off = true;
       }
       if (active_[i] != nullptr && active_[i]->spin_deadline() > now) open = true;
     }
-    if (!open) break;
+    if (!open || handed_off) break;
     if (now >= slice_end) {
       sliced = true;
       break;

@@ -11,7 +11,9 @@
 //     else: announce sleep, re-check (the transport's wakeup protocol), return the result
 //
 // spin() returns true when the loop must not block -- work ran (so run_once() returns and
-// an application loop sees what the handlers did), or a slice of kSliceNs ended (so the
+// an application loop sees what the handlers did; the spin goes on to the end of the slice
+// unless a member's handler removed itself when it ran -- a one-shot handler, whose work
+// is for run_once()'s caller, which then gets it at once), or a slice of kSliceNs ended (so the
 // loop services its fds, timers and posted work and then calls the hooks again) -- and
 // false when every open window closed without work: then each member announces sleep in
 // its own hook and the loop may block.  A member whose window opens after this

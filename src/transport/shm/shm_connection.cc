@@ -261,7 +261,12 @@ bool ShmConnection::before_sleep() {
   hook_iteration_ = loop_.iterations();
   const Dispatch d = dispatch();
   if (state_ != ConnState::kConnected) return false;
-  if (!spin_.enabled() || !(read_on_ || write_on_)) return d != Dispatch::kIdle || !arm();
+  if (!spin_.enabled() || !(read_on_ || write_on_)) {
+    // The handler that ran may have removed itself (a one-shot handler, as the preload's):
+    // the idle gap still ended here, or the policy would keep timing it from a stale start.
+    if (d != Dispatch::kIdle && spin_.enabled()) spin_.on_work(monotonic_ns());
+    return d != Dispatch::kIdle || !arm();
+  }
   const uint64_t now = monotonic_ns();
   if (d != Dispatch::kIdle)
     spin_.on_work(now);
@@ -299,9 +304,14 @@ uint64_t ShmConnection::spin_deadline() const {
 // A handler was installed from outside our own dispatch.  If our hook already ran in this
 // loop iteration (we are called from a later hook, an fd handler or a timer), the loop may
 // block before the hook runs again: arm now, and if the handler is runnable already, keep
-// the loop from blocking with a zero-delay timer (no syscall).
+// the loop from blocking with a zero-delay timer (no syscall).  Outside run_once() (an
+// embedder such as the preload installs handlers between iterations) the next iteration
+// runs our hook before it can block: nothing is announced, so the peer keeps writing
+// without a doorbell while our hook polls.
 void ShmConnection::handler_installed() {
-  if (state_ != ConnState::kConnected || in_dispatch_ || hook_iteration_ != loop_.iterations()) return;
+  if (state_ != ConnState::kConnected || in_dispatch_ || hook_iteration_ != loop_.iterations() ||
+      !loop_.in_iteration())
+    return;
   if (arm() || pass_timer_ != 0) return;
   pass_timer_ = loop_.run_after(0, [this] { pass_timer_ = 0; });
 }
