@@ -104,7 +104,8 @@ run_rb() {  # round server port c P d [tests]
   local n; n=$(requests "$4" "$5")
   timeout 60 $CLI_CPU redis-benchmark -p "$3" -t "${7:-set,get}" -c "$4" -P "$5" -d "$6" -n "$n" --csv 2>/dev/null |
     tr -d '\r' | awk -F'","' -v r="$1" -v s="$2" -v c="$4" -v p="$5" -v d="$6" \
-      'NR>1 && NF>=5 { gsub(/"/,"",$1); gsub(/"/,"",$2); print r","s","c","p","d","$1","$2","$5 }' >> "$results"
+      'NR>1 && NF>=5 { gsub(/"/,"",$1); gsub(/"/,"",$2); print r","s","c","p","d","$1","$2","$5 }' >> "$results" ||
+    echo "  redis-benchmark against $2 (-c $4 -P $5 -d $6 -t ${7:-set,get}) did not finish in 60 s: its cells of round $1 are missing" >&2
 }
 
 t0=$(date +%s)
