@@ -10,9 +10,11 @@
 # the table shows medians.  This machine is shared and noisy: only ratios measured in the
 # same run mean anything.  By default the servers are pinned to CPU 0 and the load
 # generators to CPU 1 (taskset), identically for both.  Targets:
-#   TCP: conduit-kv rps >= 1.0x redis-server's and p50 <= redis-server's, in every cell
+#   TCP: conduit-kv rps >= 1.0x redis-server's (>= 1.1x at -c 50 -P 16) and p50 <= redis-server's,
+#        in every cell; the collection cells (LPUSH LPOP SADD ZADD HSET MSET-10 at -c 1 -P 1
+#        and -c 50 -P 16, -d 3): rps >= 1.0x
 #   shm: conduit-kv-bench over shm >= 2x conduit-kv-bench over tcp at -c 1
-# Runtime: about 4 minutes with the defaults (bounded by --scale and --rounds; each
+# Runtime: about 5 minutes with the defaults (bounded by --scale and --rounds; each
 # redis-benchmark run is also killed after 60 s).  Exit status 0 whether or not targets
 # are met (it is a measurement); 1 if something failed to run.
 set -euo pipefail
@@ -98,11 +100,12 @@ requests() {  # clients pipeline
   python3 -c "print(max(1000, int($n * $scale)))"
 }
 
-run_rb() {  # round server port c P d
+run_rb() {  # round server port c P d [tests]
   local n; n=$(requests "$4" "$5")
-  timeout 60 $CLI_CPU redis-benchmark -p "$3" -t set,get -c "$4" -P "$5" -d "$6" -n "$n" --csv 2>/dev/null |
+  timeout 60 $CLI_CPU redis-benchmark -p "$3" -t "${7:-set,get}" -c "$4" -P "$5" -d "$6" -n "$n" --csv 2>/dev/null |
     tr -d '\r' | awk -F'","' -v r="$1" -v s="$2" -v c="$4" -v p="$5" -v d="$6" \
-      'NR>1 && NF>=5 { gsub(/"/,"",$1); gsub(/"/,"",$2); print r","s","c","p","d","$1","$2","$5 }' >> "$results"
+      'NR>1 && NF>=5 { gsub(/"/,"",$1); gsub(/"/,"",$2); print r","s","c","p","d","$1","$2","$5 }' >> "$results" ||
+    echo "  redis-benchmark against $2 (-c $4 -P $5 -d $6 -t ${7:-set,get}) did not finish in 60 s: its cells of round $1 are missing" >&2
 }
 
 t0=$(date +%s)
@@ -114,6 +117,18 @@ for ((r = 1; r <= rounds; r++)); do
         for s in $order; do
           if [[ $s == redis ]]; then run_rb "$r" redis "$rport" $c $P $d; else run_rb "$r" conduit-kv "$kport" $c $P $d; fi
         done
+      done
+    done
+  done
+  # The collection cell set: redis-benchmark's own LPUSH LPOP SADD ZADD HSET MSET (10 keys).
+  for c in 1 50; do
+    for P in 1 16; do
+      [[ $c == 1 && $P == 16 ]] && continue
+      [[ $c == 50 && $P == 1 ]] && continue
+      if (((r + c + P) % 2)); then order="redis kv"; else order="kv redis"; fi
+      for s in $order; do
+        if [[ $s == redis ]]; then port=$rport; else port=$kport; s=conduit-kv; fi
+        run_rb "$r" "$s" "$port" $c $P 3 lpush,lpop,sadd,zadd,hset,mset
       done
     done
   done
@@ -135,10 +150,15 @@ done
 python3 - "$results" "$rver" <<'EOF' | tee "${out:-/dev/null}"
 import csv, statistics, sys
 rows = list(csv.DictReader(open(sys.argv[1])))
+def runs(server, c, p, d, test, key):
+    return [float(r[key]) for r in rows if r["server"] == server and r["clients"] == str(c) and r["pipeline"] == str(p)
+            and r["size"] == str(d) and r["test"] == test]
 def med(server, c, p, d, test, key):
-    v = [float(r[key]) for r in rows if r["server"] == server and r["clients"] == str(c) and r["pipeline"] == str(p)
-         and r["size"] == str(d) and r["test"] == test]
+    v = runs(server, c, p, d, test, key)
     return statistics.median(v) if v else None
+def span(server, c, p, d, test):
+    v = runs(server, c, p, d, test, "rps")
+    return f"{min(v):,.0f}..{max(v):,.0f}" if v else "-"
 print()
 print(f"| cell | test | redis-server {sys.argv[2]} rps | conduit-kv rps | ratio | redis p50 ms | conduit-kv p50 ms | target |")
 print("|---|---|---:|---:|---:|---:|---:|---|")
@@ -151,9 +171,26 @@ for c in (1, 50):
                 rp, kp = med("redis", c, p, d, test, "p50"), med("conduit-kv", c, p, d, test, "p50")
                 if None in (rr, kr, rp, kp):
                     print(f"| -c {c} -P {p} -d {d} | {test} | - | - | - | - | - | MISSING |"); misses += 1; continue
-                ok = kr >= rr and kp <= rp
+                # Issue 13: ahead, not at parity, where pipelining leaves the server the work.
+                need = 1.1 if (c, p) == (50, 16) else 1.0
+                ok = kr >= need * rr and kp <= rp
                 passes += ok; misses += not ok
-                print(f"| -c {c} -P {p} -d {d} | {test} | {rr:,.0f} | {kr:,.0f} | {kr/rr:.2f}x | {rp:.3f} | {kp:.3f} | {'PASS' if ok else 'MISS'} |")
+                print(f"| -c {c} -P {p} -d {d} | {test} | {rr:,.0f} ({span('redis', c, p, d, test)}) | {kr:,.0f} "
+                      f"({span('conduit-kv', c, p, d, test)}) | {kr/rr:.2f}x | {rp:.3f} | {kp:.3f} | "
+                      f"{'PASS' if ok else 'MISS'} (>= {need}x) |")
+print()
+print(f"| collections cell | test | redis-server {sys.argv[2]} rps (min..max) | conduit-kv rps (min..max) | ratio | redis p50 ms | conduit-kv p50 ms | target (>= 1.0x) |")
+print("|---|---|---:|---:|---:|---:|---:|---|")
+for c, p in ((1, 1), (50, 16)):
+    for test in ("LPUSH", "LPOP", "SADD", "ZADD", "HSET", "MSET (10 keys)"):
+        rr, kr = med("redis", c, p, 3, test, "rps"), med("conduit-kv", c, p, 3, test, "rps")
+        rp, kp = med("redis", c, p, 3, test, "p50"), med("conduit-kv", c, p, 3, test, "p50")
+        if None in (rr, kr, rp, kp):
+            print(f"| -c {c} -P {p} -d 3 | {test} | - | - | - | - | - | MISSING |"); misses += 1; continue
+        ok = kr >= rr
+        passes += ok; misses += not ok
+        print(f"| -c {c} -P {p} -d 3 | {test} | {rr:,.0f} ({span('redis', c, p, 3, test)}) | {kr:,.0f} "
+              f"({span('conduit-kv', c, p, 3, test)}) | {kr/rr:.2f}x | {rp:.3f} | {kp:.3f} | {'PASS' if ok else 'MISS'} |")
 print()
 print("| shm vs tcp (conduit-kv-bench, -c 1 -P 1 -d 3) | test | tcp rps | shm rps | ratio | tcp p50 ms | shm p50 ms | target (>= 2x) |")
 print("|---|---|---:|---:|---:|---:|---:|---|")

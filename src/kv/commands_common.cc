@@ -85,6 +85,46 @@ bool get_positive(CommandContext& ctx, std::string_view s, int64_t* out) {
 
 // Redis' getTimeoutFromObjectOrReply (seconds, as a double): negative is an error, 0 is
 // forever.
+bool parse_mpop(CommandContext& ctx, size_t first, bool blocking, std::string_view end0, std::string_view end1,
+                MpopArgs* out) {
+  MpopArgs a;
+  if (blocking && !get_timeout(ctx, ctx.arg(1), &a.deadline_ms)) return false;
+  int64_t numkeys;
+  if (!string2ll(ctx.arg(first), &numkeys) || numkeys <= 0) {
+    ctx.error("ERR numkeys should be greater than 0");
+    return false;
+  }
+  if (static_cast<uint64_t>(numkeys) > ctx.argc() - first - 2) {
+    ctx.error(kSyntaxError);
+    return false;
+  }
+  const size_t end_at = first + 1 + static_cast<size_t>(numkeys);
+  if (eq_nocase(ctx.arg(end_at), end0)) {
+    a.end0 = true;
+  } else if (eq_nocase(ctx.arg(end_at), end1)) {
+    a.end0 = false;
+  } else {
+    ctx.error(kSyntaxError);
+    return false;
+  }
+  bool counted = false;
+  for (size_t j = end_at + 1; j < ctx.argc(); ++j) {
+    if (eq_nocase(ctx.arg(j), "count") && j + 1 < ctx.argc() && !counted) {
+      counted = true;
+      if (!string2ll(ctx.arg(++j), &a.count) || a.count <= 0) {
+        ctx.error("ERR count should be greater than 0");
+        return false;
+      }
+    } else {
+      ctx.error(kSyntaxError);
+      return false;
+    }
+  }
+  a.keys = ctx.argv.subspan(first + 1, static_cast<size_t>(numkeys));
+  *out = a;
+  return true;
+}
+
 bool get_timeout(CommandContext& ctx, std::string_view s, int64_t* deadline_ms) {
   long double secs;
   if (!string2ld(s, &secs)) {

@@ -316,8 +316,8 @@ void swapdb_cmd(CommandContext& ctx) {
   a = static_cast<int>(x);
   b = static_cast<int>(y);
   if (a != b) {
-    ctx.server.signal_flush(a);
-    ctx.server.signal_flush(b);
+    ctx.server.signal_flush(a, b);
+    ctx.server.signal_flush(b, a);
     ctx.server.db(a).swap_contents(ctx.server.db(b));
     ctx.server.swapped_dbs(a, b);
   }

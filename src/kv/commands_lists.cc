@@ -328,46 +328,17 @@ void brpop_cmd(CommandContext& ctx) { bpop_generic(ctx, false); }
 
 // [B]LMPOP [timeout] numkeys key... LEFT|RIGHT [COUNT n]: argv[first] is numkeys.
 void mpop_generic(CommandContext& ctx, size_t first, bool blocking) {
-  int64_t deadline = 0;
-  if (blocking && !get_timeout(ctx, ctx.arg(1), &deadline)) return;
-  int64_t numkeys;
-  if (!string2ll(ctx.arg(first), &numkeys) || numkeys <= 0)
-    return ctx.error("ERR numkeys should be greater than 0");
-  if (static_cast<uint64_t>(numkeys) > ctx.argc() - first - 2) return ctx.error(kSyntaxError);
-  const size_t where_at = first + 1 + static_cast<size_t>(numkeys);
-  bool left;
-  if (!parse_where(ctx.arg(where_at), &left)) return ctx.error(kSyntaxError);
-  int64_t count = -1;
-  for (size_t j = where_at + 1; j < ctx.argc(); ++j) {
-    if (eq_nocase(ctx.arg(j), "count") && j + 1 < ctx.argc() && count == -1) {
-      if (!string2ll(ctx.arg(++j), &count) || count <= 0) return ctx.error("ERR count should be greater than 0");
-    } else {
-      return ctx.error(kSyntaxError);
-    }
-  }
-  if (count == -1) count = 1;
-  const auto keys = ctx.argv.subspan(first + 1, static_cast<size_t>(numkeys));
+  MpopArgs a;
+  if (!parse_mpop(ctx, first, blocking, "left", "right", &a)) return;
   Entry* e;
   size_t which = 0;
-  if (!first_of_type(ctx, keys, Type::kList, &e, &which)) return;
-  if (e != nullptr) return pop_reply(ctx, e, keys[which], left, count, true);
+  if (!first_of_type(ctx, a.keys, Type::kList, &e, &which)) return;
+  if (e != nullptr) return pop_reply(ctx, e, a.keys[which], a.end0, a.count, true);
   if (!blocking || !ctx.server.can_block(ctx)) return ctx.reply.null_array();
-  ctx.server.block(ctx, keys, deadline, BlockState::kNullArray);
+  ctx.server.block(ctx, a.keys, a.deadline_ms, BlockState::kNullArray);
 }
 void lmpop_cmd(CommandContext& ctx) { mpop_generic(ctx, 1, false); }
 void blmpop_cmd(CommandContext& ctx) { mpop_generic(ctx, 2, true); }
-
-// numkeys forms: LMPOP numkeys k..., BLMPOP timeout numkeys k...
-void lmpop_keys(std::span<const std::string_view> argv, std::vector<size_t>* out) {
-  int64_t n;
-  if (argv.size() < 2 || !string2ll(argv[1], &n) || n <= 0) return;
-  for (size_t i = 0; i < static_cast<size_t>(n) && 2 + i < argv.size(); ++i) out->push_back(2 + i);
-}
-void blmpop_keys(std::span<const std::string_view> argv, std::vector<size_t>* out) {
-  int64_t n;
-  if (argv.size() < 3 || !string2ll(argv[2], &n) || n <= 0) return;
-  for (size_t i = 0; i < static_cast<size_t>(n) && 3 + i < argv.size(); ++i) out->push_back(3 + i);
-}
 
 constexpr uint32_t kW = kCmdWrite, kR = kCmdReadonly, kM = kCmdDenyOom, kF = kCmdFast, kB = kCmdBlocking;
 
@@ -388,12 +359,12 @@ const CommandDef kCommands[] = {
     {"lrem", lrem_cmd, 4, kW, 1, 1, 1, "list", "Removes elements from a list. Deletes the list if the last element was removed.", "1.0.0"},
     {"rpoplpush", rpoplpush_cmd, 3, kW | kM, 1, 2, 1, "list", "Returns the last element of a list after removing and pushing it to another list. Deletes the list if the last element was popped.", "1.2.0"},
     {"lmove", lmove_cmd, 5, kW | kM, 1, 2, 1, "list", "Returns an element after popping it from one list and pushing it to another. Deletes the list if the last element was moved.", "6.2.0"},
-    {"lmpop", lmpop_cmd, -4, kW, 0, 0, 0, "list", "Returns multiple elements from a list after removing them. Deletes the list if the last element was popped.", "7.0.0", {}, lmpop_keys},
+    {"lmpop", lmpop_cmd, -4, kW, 0, 0, 0, "list", "Returns multiple elements from a list after removing them. Deletes the list if the last element was popped.", "7.0.0", {}, numkeys_keys<1>},
     {"blpop", blpop_cmd, -3, kW | kB, 1, -2, 1, "list", "Removes and returns the first element in a list. Blocks until an element is available otherwise. Deletes the list if the last element was popped.", "2.0.0"},
     {"brpop", brpop_cmd, -3, kW | kB, 1, -2, 1, "list", "Removes and returns the last element in a list. Blocks until an element is available otherwise. Deletes the list if the last element was popped.", "2.0.0"},
     {"brpoplpush", brpoplpush_cmd, 4, kW | kM | kB, 1, 2, 1, "list", "Pops an element from a list, pushes it to another list and returns it. Block until an element is available otherwise. Deletes the list if the last element was popped.", "2.2.0"},
     {"blmove", blmove_cmd, 6, kW | kM | kB, 1, 2, 1, "list", "Pops an element from a list, pushes it to another list and returns it. Blocks until an element is available otherwise. Deletes the list if the last element was moved.", "6.2.0"},
-    {"blmpop", blmpop_cmd, -5, kW | kB, 0, 0, 0, "list", "Pops the first element from one of multiple lists. Blocks until an element is available otherwise. Deletes the list if the last element was popped.", "7.0.0", {}, blmpop_keys},
+    {"blmpop", blmpop_cmd, -5, kW | kB, 0, 0, 0, "list", "Pops the first element from one of multiple lists. Blocks until an element is available otherwise. Deletes the list if the last element was popped.", "7.0.0", {}, numkeys_keys<2>},
 };
 
 }  // namespace

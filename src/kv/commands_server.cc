@@ -429,8 +429,8 @@ const CommandDef kCommands[] = {
     {"script", nullptr, -2, 0, 0, 0, 0, "scripting", "A container for Lua scripts management commands.", "2.6.0", kScriptSubs},
     {"time", time_cmd, 1, kL | kS | kF, 0, 0, 0, "server", "Returns the server time.", "2.6.0"},
     {"bgrewriteaof", bgrewriteaof_cmd, 1, kA | kNS, 0, 0, 0, "server", "Asynchronously rewrites the append-only file to disk.", "1.0.0"},
-    {"shutdown", shutdown_cmd, -1, kA | kNS | kL | kS, 0, 0, 0, "server", "Synchronously saves the database(s) to disk and shuts down the Redis server.", "1.0.0"},
-    {"save", save_cmd, 1, kA | kNS, 0, 0, 0, "server", "Synchronously saves the database(s) to disk.", "1.0.0"},
+    {"shutdown", shutdown_cmd, -1, kA | kNS | kL | kS | kCmdNoMulti, 0, 0, 0, "server", "Synchronously saves the database(s) to disk and shuts down the Redis server.", "1.0.0"},
+    {"save", save_cmd, 1, kA | kNS | kCmdNoMulti, 0, 0, 0, "server", "Synchronously saves the database(s) to disk.", "1.0.0"},
     {"bgsave", save_cmd, -1, kA | kNS, 0, 0, 0, "server", "Asynchronously saves the database(s) to disk.", "1.0.0"},
     {"lastsave", lastsave_cmd, 1, kL | kS | kF, 0, 0, 0, "server", "Returns the Unix timestamp of the last successful save to disk.", "1.0.0"},
 };

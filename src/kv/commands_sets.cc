@@ -156,8 +156,10 @@ void smove_cmd(CommandContext& ctx) {
   if (it == s->set->members.end()) return ctx.reply.integer(0);
   s->set->members.erase(it);
   if (s->set->members.empty()) ctx.db->remove(s);
+  ctx.touched(ctx.arg(1));
   if (d == nullptr) d = create_typed(ctx, ctx.arg(2), Type::kSet);
-  d->set->members.emplace(member);
+  // A member dst already holds leaves dst unchanged: its WATCHers are not failed (Redis).
+  if (d->set->members.emplace(member).second) ctx.touched(ctx.arg(2));
   ++ctx.dirty;
   ctx.reply.integer(1);
 }
@@ -295,7 +297,7 @@ const CommandDef kCommands[] = {
     {"sismember", sismember_cmd, 3, kR | kF, 1, 1, 1, "set", "Determines whether a member belongs to a set.", "1.0.0"},
     {"smismember", smismember_cmd, -3, kR | kF, 1, 1, 1, "set", "Determines whether multiple members belong to a set.", "6.2.0"},
     {"srandmember", srandmember_cmd, -2, kR, 1, 1, 1, "set", "Get one or multiple random members from a set", "1.0.0"},
-    {"smove", smove_cmd, 4, kW | kF, 1, 2, 1, "set", "Moves a member from one set to another.", "1.0.0"},
+    {"smove", smove_cmd, 4, kW | kF | kT, 1, 2, 1, "set", "Moves a member from one set to another.", "1.0.0"},
     {"sinter", sinter_cmd, -2, kR, 1, -1, 1, "set", "Returns the intersect of multiple sets.", "1.0.0"},
     {"sunion", sunion_cmd, -2, kR, 1, -1, 1, "set", "Returns the union of multiple sets.", "1.0.0"},
     {"sdiff", sdiff_cmd, -2, kR, 1, -1, 1, "set", "Returns the difference of multiple sets.", "1.0.0"},

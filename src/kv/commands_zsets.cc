@@ -498,14 +498,10 @@ void zsetop_generic(CommandContext& ctx, ZOp op, bool store, bool card = false) 
   const size_t nk = store || card ? (card ? 1 : 2) : 1;
   int64_t numkeys;
   if (!get_ll(ctx, ctx.arg(nk), &numkeys)) return;
-  if (numkeys < 1) {
-    if (card) return ctx.error("ERR numkeys should be greater than 0");
+  // Redis 7.0's zunionInterDiffGenericCommand: the same errors for ZINTERCARD.
+  if (numkeys < 1)
     return ctx.error("ERR at least 1 input key is needed for '" + std::string(ctx.cmd->name) + "' command");
-  }
-  if (static_cast<uint64_t>(numkeys) > ctx.argc() - nk - 1) {
-    if (card) return ctx.error("ERR Number of keys can't be greater than number of args");
-    return ctx.error(kSyntaxError);
-  }
+  if (static_cast<uint64_t>(numkeys) > ctx.argc() - nk - 1) return ctx.error(kSyntaxError);
   const size_t first = nk + 1;
   const size_t n = static_cast<size_t>(numkeys);
   std::vector<double> weights(n, 1.0);

@@ -133,32 +133,14 @@ void bzpopmin_cmd(CommandContext& ctx) { bzpop_generic(ctx, true); }
 void bzpopmax_cmd(CommandContext& ctx) { bzpop_generic(ctx, false); }
 
 void zmpop_generic(CommandContext& ctx, size_t first, bool blocking) {
-  int64_t deadline = 0;
-  if (blocking && !get_timeout(ctx, ctx.arg(1), &deadline)) return;
-  int64_t numkeys;
-  if (!string2ll(ctx.arg(first), &numkeys) || numkeys <= 0) return ctx.error("ERR numkeys should be greater than 0");
-  if (static_cast<uint64_t>(numkeys) > ctx.argc() - first - 2) return ctx.error(kSyntaxError);
-  const size_t where_at = first + 1 + static_cast<size_t>(numkeys);
-  bool min;
-  if (eq_nocase(ctx.arg(where_at), "min")) min = true;
-  else if (eq_nocase(ctx.arg(where_at), "max")) min = false;
-  else return ctx.error(kSyntaxError);
-  int64_t count = -1;
-  for (size_t j = where_at + 1; j < ctx.argc(); ++j) {
-    if (eq_nocase(ctx.arg(j), "count") && j + 1 < ctx.argc() && count == -1) {
-      if (!string2ll(ctx.arg(++j), &count) || count <= 0) return ctx.error("ERR count should be greater than 0");
-    } else {
-      return ctx.error(kSyntaxError);
-    }
-  }
-  if (count == -1) count = 1;
-  const auto keys = ctx.argv.subspan(first + 1, static_cast<size_t>(numkeys));
+  MpopArgs a;
+  if (!parse_mpop(ctx, first, blocking, "min", "max", &a)) return;
   Entry* e;
   size_t which = 0;
-  if (!first_of_type(ctx, keys, Type::kZSet, &e, &which)) return;
-  if (e != nullptr) return zpop_reply(ctx, e, keys[which], min, count, PopShape::kMpop, true);
+  if (!first_of_type(ctx, a.keys, Type::kZSet, &e, &which)) return;
+  if (e != nullptr) return zpop_reply(ctx, e, a.keys[which], a.end0, a.count, PopShape::kMpop, true);
   if (!blocking || !ctx.server.can_block(ctx)) return ctx.reply.null_array();
-  ctx.server.block(ctx, keys, deadline, BlockState::kNullArray);
+  ctx.server.block(ctx, a.keys, a.deadline_ms, BlockState::kNullArray);
 }
 void zmpop_cmd(CommandContext& ctx) { zmpop_generic(ctx, 1, false); }
 void bzmpop_cmd(CommandContext& ctx) { zmpop_generic(ctx, 2, true); }

@@ -72,13 +72,35 @@ void ServerImpl::signal_key(int d, std::string_view key) {
   }
 }
 
-void ServerImpl::signal_flush(int d) {
+// Redis' touchAllWatchedKeysInDb: a watched key of `emptied` that existed there, or that
+// `replaced_with` (SWAPDB's other database, -1 for a flush) brings in, is touched -- except
+// where only logically expired keys come or go.
+void ServerImpl::signal_flush(int d, int replaced_with) {
   if (watching_clients_ == 0) return;
   for (int i = 0; i < num_dbs(); ++i) {
     if (d >= 0 && i != d) continue;
     for (auto& [key, clients] : watched_keys_[static_cast<size_t>(i)]) {
-      if (db(i).find(key) == nullptr) continue;  // flushing a missing key changes nothing
-      for (ClientState* c : clients) c->dirty_cas = true;
+      const bool in_emptied = db(i).find(key) != nullptr;
+      const Entry* r = replaced_with >= 0 ? db(replaced_with).find(key) : nullptr;
+      if (!in_emptied && r == nullptr) continue;
+      const bool r_expired = r != nullptr && r->expire_ms >= 0 && r->expire_ms < now_ms();
+      for (ClientState* c : clients) {
+        for (WatchedKey& w : c->watched) {
+          if (w.db != i || w.key != key) continue;
+          if (w.expired_at_watch) {
+            if (r == nullptr) {
+              w.expired_at_watch = false;  // the expired key is now deleted: no logical change
+              break;
+            }
+            if (r_expired) break;  // expired, and still expired
+          } else if (!in_emptied && r_expired) {
+            w.expired_at_watch = true;  // nothing replaced with an expired key
+            break;
+          }
+          c->dirty_cas = true;
+          break;
+        }
+      }
     }
   }
 }

@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cinttypes>
+#include <unordered_set>
 
 #include "client_limits.h"
 #include "conduit/base/log.h"
@@ -129,21 +130,30 @@ void ServerImpl::unsubscribe_all(ClientState& c, bool pattern, bool notify) {
 }
 
 int64_t ServerImpl::publish_message(std::string_view channel, std::string_view message) {
+  // Copies: a subscriber over its output limit is closed inside deliver_done, which
+  // unsubscribes it from the lists walked here.  It still counts, as in Redis (whose
+  // close is asynchronous).
   int64_t receivers = 0;
   auto it = channels_.find(channel);
   if (it != channels_.end()) {
-    for (ClientConn* c : it->second) {
+    const std::vector<ClientConn*> subscribers = it->second;
+    for (ClientConn* c : subscribers) {
+      ++receivers;
+      if (c->closed || c->kill_requested) continue;
       ReplyWriter w = deliver_writer(c);
       w.push(3);
       w.bulk("message");
       w.bulk(channel);
       w.bulk(message);
       deliver_done(c);
-      ++receivers;
     }
   }
-  for (const auto& [pat, c] : patterns_) {
-    if (!glob_match(pat, channel)) continue;
+  std::vector<std::pair<std::string, ClientConn*>> matched;
+  for (const auto& [pat, c] : patterns_)
+    if (glob_match(pat, channel)) matched.emplace_back(pat, c);
+  for (const auto& [pat, c] : matched) {
+    ++receivers;
+    if (c->closed || c->kill_requested) continue;
     ReplyWriter w = deliver_writer(c);
     w.push(4);
     w.bulk("pmessage");
@@ -151,9 +161,14 @@ int64_t ServerImpl::publish_message(std::string_view channel, std::string_view m
     w.bulk(channel);
     w.bulk(message);
     deliver_done(c);
-    ++receivers;
   }
   return receivers;
+}
+
+size_t ServerImpl::num_patterns() const {
+  std::unordered_set<std::string_view> distinct;
+  for (const auto& [pat, c] : patterns_) distinct.insert(pat);
+  return distinct.size();
 }
 
 std::vector<std::string> ServerImpl::active_channels(std::string_view pattern) const {
@@ -293,10 +308,10 @@ const CommandDef kPubsubSubs[] = {
 };
 
 const CommandDef kCommands[] = {
-    {"subscribe", subscribe_cmd, -2, kP | kNS | kL | kS, 0, 0, 0, "pubsub", "Listens for messages published to channels.", "2.0.0"},
-    {"psubscribe", psubscribe_cmd, -2, kP | kNS | kL | kS, 0, 0, 0, "pubsub", "Listens for messages published to channels that match one or more patterns.", "2.0.0"},
-    {"unsubscribe", unsubscribe_cmd, -1, kP | kNS | kL | kS, 0, 0, 0, "pubsub", "Stops listening to messages posted to channels.", "2.0.0"},
-    {"punsubscribe", punsubscribe_cmd, -1, kP | kNS | kL | kS, 0, 0, 0, "pubsub", "Stops listening to messages published to channels that match one or more patterns.", "2.0.0"},
+    {"subscribe", subscribe_cmd, -2, kP | kNS | kL | kS | kCmdPushes, 0, 0, 0, "pubsub", "Listens for messages published to channels.", "2.0.0"},
+    {"psubscribe", psubscribe_cmd, -2, kP | kNS | kL | kS | kCmdPushes, 0, 0, 0, "pubsub", "Listens for messages published to channels that match one or more patterns.", "2.0.0"},
+    {"unsubscribe", unsubscribe_cmd, -1, kP | kNS | kL | kS | kCmdPushes, 0, 0, 0, "pubsub", "Stops listening to messages posted to channels.", "2.0.0"},
+    {"punsubscribe", punsubscribe_cmd, -1, kP | kNS | kL | kS | kCmdPushes, 0, 0, 0, "pubsub", "Stops listening to messages published to channels that match one or more patterns.", "2.0.0"},
     {"publish", publish_cmd, 3, kP | kL | kS | kF | kCmdMayReplicate, 0, 0, 0, "pubsub", "Posts a message to a channel.", "2.0.0"},
     {"pubsub", nullptr, -2, 0, 0, 0, 0, "pubsub", "A container for Pub/Sub commands.", "2.8.0", kPubsubSubs},
     {"monitor", monitor_cmd, 1, kCmdAdmin | kNS | kL | kS, 0, 0, 0, "server", "Listens for all requests received by the server in real-time.", "1.0.0"},

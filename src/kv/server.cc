@@ -403,9 +403,24 @@ bool ServerImpl::execute(ClientState& client, std::span<const std::string_view> 
     const bool over = !evict_locked();
     if (over && (cmd->flags & kCmdDenyOom) != 0)
       return reject(entry, "OOM command not allowed when used memory > 'maxmemory'.");
+    // An EXEC whose queue holds a command that may use memory (Redis: mstate.cmd_flags).
+    if (over && client.in_multi && std::string_view(cmd->name) == "exec" &&
+        std::any_of(client.queued.begin(), client.queued.end(),
+                    [](const QueuedCommand& q) { return (q.entry->def->flags & kCmdDenyOom) != 0; })) {
+      discard_multi(client);
+      return reject(entry, "EXECABORT Transaction discarded because of: OOM command not allowed when used memory > "
+                           "'maxmemory'.");
+    }
   }
   if ((cmd->flags & kCmdWrite) && aof_ && !loading_ && !aof_->last_write_status().ok())
     return reject(entry, "MISCONF Errors writing to the AOF file: " + std::string(aof_->last_write_status().message()));
+  // Before queueing, as Redis: under PAUSE WRITE a write sent inside MULTI waits, and so
+  // does an EXEC whose queue holds one (paused_for looks at it).
+  if (paused_for(client, entry)) {
+    if (!client.paused_waiting && client.conn != nullptr) paused_clients_.push_back(client.id);
+    client.paused_waiting = client.conn != nullptr;
+    return client.conn == nullptr;  // the AOF loader is never paused (paused_for says so)
+  }
   if (client.in_multi && !runs_in_multi(entry)) {
     QueuedCommand q;
     q.entry = entry;
@@ -414,11 +429,6 @@ bool ServerImpl::execute(ClientState& client, std::span<const std::string_view> 
     client.queued.push_back(std::move(q));
     reply.simple("QUEUED");
     return true;
-  }
-  if (!client.in_multi && paused_for(client, entry)) {
-    if (!client.paused_waiting && client.conn != nullptr) paused_clients_.push_back(client.id);
-    client.paused_waiting = client.conn != nullptr;
-    return client.conn == nullptr;  // the AOF loader is never paused (paused_for says so)
   }
   call(client, entry, argv, reply);
   if (!ready_keys_.empty() && !client.in_exec && !serving_ready_) serve_ready_keys();
@@ -431,7 +441,9 @@ bool ServerImpl::call(ClientState& client, CommandEntry* entry, std::span<const 
   client.last_cmd = entry;
   ByteBuffer* saved = nullptr;
   ByteBuffer discard;
-  if (client.reply_mode != ReplyMode::kOn) {
+  if (client.reply_mode != ReplyMode::kOn && (cmd->flags & kCmdPushes) != 0) {
+    if (client.reply_mode == ReplyMode::kSkipNext) client.reply_mode = ReplyMode::kOn;  // skipped nothing
+  } else if (client.reply_mode != ReplyMode::kOn) {
     if (client.reply_mode == ReplyMode::kSkipNext) client.reply_mode = ReplyMode::kSkipThis;
     saved = reply.buffer();
     reply.set_buffer(&discard);

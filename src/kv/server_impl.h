@@ -29,6 +29,7 @@
 #include "conduit/reactor/event_loop.h"
 #include "conduit/transport/connection.h"
 #include "glob.h"
+#include "numbers.h"
 #include "store.h"
 #include "text.h"
 
@@ -58,6 +59,9 @@ enum CommandFlags : uint32_t {
   // The command reports what it writes itself (CommandContext::touched): its key spec
   // also names keys it only reads (SINTERSTORE's sources), which must not fail a WATCH.
   kCmdTouchesOwnKeys = 1u << 15,
+  // Its replies are pushes (SUBSCRIBE & co.): sent even under CLIENT REPLY OFF / SKIP, as
+  // Redis' CLIENT_PUSHING.
+  kCmdPushes = 1u << 16,
 };
 
 using CommandFn = void (*)(CommandContext&);
@@ -348,8 +352,9 @@ class ServerImpl {
   // A write changed `key` of `db`: watchers' EXEC fails, clients blocked on it are served
   // after the command.  Cheap when nobody watches or blocks.
   void signal_key(int db, std::string_view key);
-  // FLUSHDB / FLUSHALL / SWAPDB: every watched key of db (-1 = all dbs) that existed.
-  void signal_flush(int db);
+  // FLUSHDB / FLUSHALL (db -1 = all) / SWAPDB (replaced_with = the other db): the watched
+  // keys of db that existed, or that replaced_with brings in.
+  void signal_flush(int db, int replaced_with = -1);
   // SWAPDB: clients blocked on keys of a or b whose keys now exist are served.
   void swapped_dbs(int a, int b);
   void watch(ClientState& c, std::string_view key);
@@ -380,7 +385,7 @@ class ServerImpl {
   void subscribe(ClientState& c, std::string_view channel, bool pattern);
   void unsubscribe(ClientState& c, std::string_view channel, bool pattern, bool notify);
   void unsubscribe_all(ClientState& c, bool pattern, bool notify);
-  size_t num_patterns() const { return patterns_.size(); }
+  size_t num_patterns() const;  // distinct patterns (PUBSUB NUMPAT), not subscriptions
   std::vector<std::string> active_channels(std::string_view pattern) const;
   size_t channel_subscribers(std::string_view channel) const;
   void feed_monitors(const ClientState& c, std::span<const std::string_view> argv);
@@ -598,6 +603,24 @@ bool get_positive(CommandContext& ctx, std::string_view s, int64_t* out);
 // Redis' timeout argument of blocking commands (seconds, may be fractional): the absolute
 // deadline in ms (0 = forever), or false after replying the error.
 bool get_timeout(CommandContext& ctx, std::string_view s, int64_t* deadline_ms);
+// [B]LMPOP / [B]ZMPOP: `[timeout] numkeys key... <end> [COUNT n]` with numkeys at
+// argv[first] and <end> one of end0 / end1 (LEFT RIGHT, MIN MAX).  False after replying
+// the error, as Redis words it.
+struct MpopArgs {
+  int64_t deadline_ms = 0;  // blocking forms
+  std::span<const std::string_view> keys;
+  bool end0 = true;         // LEFT / MIN
+  int64_t count = 1;
+};
+bool parse_mpop(CommandContext& ctx, size_t first, bool blocking, std::string_view end0, std::string_view end1,
+                MpopArgs* out);
+// Key positions of a command with numkeys at argv[At] and the keys after it.
+template <size_t At>
+void numkeys_keys(std::span<const std::string_view> argv, std::vector<size_t>* out) {
+  int64_t n;
+  if (argv.size() <= At || !string2ll(argv[At], &n) || n <= 0) return;
+  for (size_t i = 0; i < static_cast<size_t>(n) && At + 1 + i < argv.size(); ++i) out->push_back(At + 1 + i);
+}
 std::string wrong_args(std::string_view cmd);
 std::string unknown_subcommand(std::string_view sub, std::string_view cmd);
 // A new entry of type t under key (which must be absent).

@@ -18,12 +18,4 @@ using ZItem = std::pair<double, std::string>;  // (score, member), ZSetValue::or
 // reply already sent) when key holds another type.
 Entry* zset_for_read(CommandContext& ctx, std::string_view key, bool* failed);
 
-// numkeys at argv[at]: keys follow it.
-template <size_t At>
-void numkeys_keys(std::span<const std::string_view> argv, std::vector<size_t>* out) {
-  int64_t n;
-  if (argv.size() <= At || !string2ll(argv[At], &n) || n <= 0) return;
-  for (size_t i = 0; i < static_cast<size_t>(n) && At + 1 + i < argv.size(); ++i) out->push_back(At + 1 + i);
-}
-
 }  // namespace conduit::kv

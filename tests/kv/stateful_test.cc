@@ -1,0 +1,443 @@
+// Commands whose effect outlives their request: the blocking family, WATCH, pub/sub,
+// MONITOR and CLIENT PAUSE -- each with one io thread and with four, where the waiter and
+// the client that wakes it are on different threads whenever the kernel's spread allows
+// (other_thread() looks for such a connection).  Waits are bounded; "still blocked" is
+// checked through INFO's blocked_clients plus a short quiet period, never a sleep alone.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kv_test_util.h"
+#include "resp_conn.h"
+
+namespace conduit::kv {
+namespace {
+
+using testing::fmt;
+using testing::RespConn;
+using testing::ServerThread;
+using Clock = std::chrono::steady_clock;
+
+std::string f(const std::optional<Reply>& r) { return r ? fmt(*r) : "(none)"; }
+
+class Stateful : public ::testing::TestWithParam<int> {
+ protected:
+  void SetUp() override {
+    ServerOptions o;
+    o.port = 0;
+    o.io_threads = static_cast<uint32_t>(GetParam());
+    server_ = std::make_unique<ServerThread>(o);
+    ASSERT_TRUE(server_->ok()) << server_->status().to_string();
+    const std::string url = server_->url("tcp");
+    port_ = std::stoi(url.substr(url.rfind(':') + 1));
+    control_ = conn();
+  }
+
+  std::unique_ptr<RespConn> conn() {
+    auto c = std::make_unique<RespConn>(port_);
+    EXPECT_TRUE(c->ok());
+    return c;
+  }
+  static int thread_of(RespConn& c) {
+    auto r = c.call({"CLIENT", "INFO"});
+    if (!r) return -1;
+    const size_t at = r->str.find("io-thread=");
+    return at == std::string::npos ? -1 : std::stoi(r->str.substr(at + 10));
+  }
+  // A connection served by another io thread than `of`'s (any one with a single thread).
+  std::unique_ptr<RespConn> other_thread(RespConn& of) {
+    const int t = thread_of(of);
+    auto c = conn();
+    for (int i = 0; i < 64 && GetParam() > 1 && thread_of(*c) == t; ++i) c = conn();
+    if (GetParam() > 1) {
+      EXPECT_NE(thread_of(*c), t) << "no connection landed on another io thread";
+    }
+    return c;
+  }
+  int64_t info_field(const std::string& section, const std::string& key) {
+    auto r = control_->call({"INFO", section});
+    if (!r) return -1;
+    const size_t at = r->str.find(key + ":");
+    return at == std::string::npos ? -1 : std::stoll(r->str.substr(at + key.size() + 1));
+  }
+  // Polls pred every 2 ms for up to 10 s.
+  static bool eventually(const std::function<bool()>& pred) {
+    const auto end = Clock::now() + std::chrono::seconds(10);
+    while (Clock::now() < end) {
+      if (pred()) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    return pred();
+  }
+  bool blocked_clients_are(int64_t n) {
+    return eventually([&] { return info_field("clients", "blocked_clients") == n; });
+  }
+
+  std::unique_ptr<ServerThread> server_;
+  int port_ = 0;
+  std::unique_ptr<RespConn> control_;
+};
+
+// --- blocking commands --------------------------------------------------------------------
+
+TEST_P(Stateful, BlockingTimeoutsReplyNullAfterTheirTime) {
+  auto c = conn();
+  const auto t0 = Clock::now();
+  EXPECT_EQ(f(c->call({"BLPOP", "empty", "0.2"})), "nil");
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
+  EXPECT_GE(ms, 190);
+  EXPECT_LT(ms, 5000);
+  EXPECT_EQ(f(c->call({"BLMOVE", "empty", "dst", "LEFT", "RIGHT", "0.05"})), "nil");
+  EXPECT_EQ(f(c->call({"BZPOPMIN", "empty", "0.05"})), "nil");
+  EXPECT_EQ(f(c->call({"BLMPOP", "0.05", "1", "empty", "LEFT"})), "nil");
+  EXPECT_EQ(f(c->call({"RPUSH", "after", "x"})), ":1") << "the connection serves again after a timeout";
+  EXPECT_EQ(f(c->call({"BLPOP", "empty", "-1"})), "-ERR timeout is negative");
+  EXPECT_EQ(f(c->call({"BLPOP", "empty", "abc"})), "-ERR timeout is not a float or out of range");
+  EXPECT_EQ(blocked_clients_are(0), true);
+}
+
+TEST_P(Stateful, WaitersAreServedInArrivalOrderAcrossThreads) {
+  std::vector<std::unique_ptr<RespConn>> waiters;
+  waiters.push_back(conn());
+  auto pusher = other_thread(*waiters[0]);
+  for (int i = 0; i < 4; ++i) {
+    if (i > 0) waiters.push_back(conn());
+    ASSERT_TRUE(waiters.back()->send({"BLPOP", "q", "0"}));
+    ASSERT_TRUE(blocked_clients_are(i + 1));  // queued in this order
+  }
+  EXPECT_EQ(f(pusher->call({"RPUSH", "q", "a", "b"})), ":2");
+  EXPECT_EQ(f(waiters[0]->read()), "[\"q\", \"a\"]");
+  EXPECT_EQ(f(waiters[1]->read()), "[\"q\", \"b\"]");
+  EXPECT_TRUE(blocked_clients_are(2));
+  EXPECT_EQ(f(pusher->call({"LPUSH", "q", "c"})), ":1");
+  EXPECT_EQ(f(waiters[2]->read()), "[\"q\", \"c\"]");
+  EXPECT_TRUE(waiters[3]->quiet_for(50));
+  EXPECT_EQ(f(pusher->call({"LLEN", "q"})), ":0") << "a served push leaves nothing behind";
+  // A waiter that disconnects loses its place; the next one is served.
+  auto gone = conn();
+  ASSERT_TRUE(gone->send({"BRPOP", "q2", "0"}));
+  ASSERT_TRUE(blocked_clients_are(2));
+  auto next = conn();
+  ASSERT_TRUE(next->send({"BRPOP", "q2", "0"}));
+  ASSERT_TRUE(blocked_clients_are(3));
+  gone.reset();
+  ASSERT_TRUE(blocked_clients_are(2));
+  EXPECT_EQ(f(pusher->call({"RPUSH", "q2", "z"})), ":1");
+  EXPECT_EQ(f(next->read()), "[\"q2\", \"z\"]");
+  EXPECT_EQ(f(pusher->call({"RPUSH", "q", "d"})), ":1");
+  EXPECT_EQ(f(waiters[3]->read()), "[\"q\", \"d\"]");
+}
+
+TEST_P(Stateful, DeleteAndTypeChangeLeaveWaitersBlockedAsRedis70) {
+  auto waiter = conn();
+  auto other = other_thread(*waiter);
+  ASSERT_TRUE(waiter->send({"BLPOP", "k", "0"}));
+  ASSERT_TRUE(blocked_clients_are(1));
+  EXPECT_EQ(f(other->call({"DEL", "k"})), ":0");
+  EXPECT_EQ(f(other->call({"SET", "k", "string"})), "+OK");
+  // In one transaction: a list that becomes a string before EXEC ends serves nobody.
+  EXPECT_EQ(f(other->call({"DEL", "k"})), ":1");
+  EXPECT_EQ(f(other->call({"MULTI"})), "+OK");
+  EXPECT_EQ(f(other->call({"LPUSH", "k", "x"})), "+QUEUED");
+  EXPECT_EQ(f(other->call({"DEL", "k"})), "+QUEUED");
+  EXPECT_EQ(f(other->call({"SET", "k", "s"})), "+QUEUED");
+  EXPECT_EQ(f(other->call({"EXEC"})), "[:1, :1, +OK]");
+  EXPECT_TRUE(waiter->quiet_for(50));
+  EXPECT_TRUE(blocked_clients_are(1));
+  EXPECT_EQ(f(other->call({"GET", "k"})), "\"s\"");
+  // Back to a list: served.
+  EXPECT_EQ(f(other->call({"DEL", "k"})), ":1");
+  EXPECT_EQ(f(other->call({"RPUSH", "k", "y"})), ":1");
+  EXPECT_EQ(f(waiter->read()), "[\"k\", \"y\"]");
+  // A sorted-set waiter is not served by a list of the same name.
+  auto zwaiter = conn();
+  ASSERT_TRUE(zwaiter->send({"BZPOPMAX", "z", "0"}));
+  ASSERT_TRUE(blocked_clients_are(1));
+  EXPECT_EQ(f(other->call({"RPUSH", "z", "notaset"})), ":1");
+  EXPECT_TRUE(zwaiter->quiet_for(50));
+  EXPECT_EQ(f(other->call({"DEL", "z"})), ":1");
+  EXPECT_EQ(f(other->call({"ZADD", "z", "1", "a", "2", "b"})), ":2");
+  EXPECT_EQ(f(zwaiter->read()), "[\"z\", \"b\", \"2\"]");
+}
+
+TEST_P(Stateful, BlockingInsideMultiAndWakingFromExec) {
+  auto c = conn();
+  // Inside MULTI a blocking command never blocks: it answers as if timed out.
+  EXPECT_EQ(f(c->call({"MULTI"})), "+OK");
+  EXPECT_EQ(f(c->call({"BLPOP", "none", "0"})), "+QUEUED");
+  EXPECT_EQ(f(c->call({"BZPOPMIN", "none", "0"})), "+QUEUED");
+  EXPECT_EQ(f(c->call({"EXEC"})), "[nil, nil]");
+  // A waiter is served after the whole EXEC: a push popped again inside it leaves nothing.
+  auto waiter = conn();
+  auto writer = other_thread(*waiter);
+  ASSERT_TRUE(waiter->send({"BLPOP", "t", "0"}));
+  ASSERT_TRUE(blocked_clients_are(1));
+  EXPECT_EQ(f(writer->call({"MULTI"})), "+OK");
+  EXPECT_EQ(f(writer->call({"LPUSH", "t", "a"})), "+QUEUED");
+  EXPECT_EQ(f(writer->call({"LPOP", "t"})), "+QUEUED");
+  EXPECT_EQ(f(writer->call({"EXEC"})), "[:1, \"a\"]");
+  EXPECT_TRUE(waiter->quiet_for(50));
+  EXPECT_EQ(f(writer->call({"MULTI"})), "+OK");
+  EXPECT_EQ(f(writer->call({"RPUSH", "t", "b", "c"})), "+QUEUED");
+  EXPECT_EQ(f(writer->call({"RPUSH", "t", "d"})), "+QUEUED");
+  EXPECT_EQ(f(writer->call({"EXEC"})), "[:2, :3]");
+  EXPECT_EQ(f(waiter->read()), "[\"t\", \"b\"]");
+  EXPECT_EQ(f(writer->call({"LRANGE", "t", "0", "-1"})), "[\"c\", \"d\"]");
+  // BLMOVE's push wakes a waiter on its destination in the same step.
+  ASSERT_TRUE(waiter->send({"BLPOP", "dst", "0"}));
+  ASSERT_TRUE(blocked_clients_are(1));
+  EXPECT_EQ(f(writer->call({"BLMOVE", "t", "dst", "LEFT", "RIGHT", "0"})), "\"c\"");
+  EXPECT_EQ(f(waiter->read()), "[\"dst\", \"c\"]");
+}
+
+TEST_P(Stateful, ClientUnblockEndsAWaitFromAnotherThread) {
+  auto waiter = conn();
+  auto other = other_thread(*waiter);
+  auto id = waiter->call({"CLIENT", "ID"});
+  ASSERT_TRUE(id);
+  ASSERT_TRUE(waiter->send({"BLPOP", "u", "0"}));
+  ASSERT_TRUE(blocked_clients_are(1));
+  EXPECT_EQ(f(other->call({"CLIENT", "UNBLOCK", std::to_string(id->integer)})), ":1");
+  EXPECT_EQ(f(waiter->read()), "nil");
+  ASSERT_TRUE(waiter->send({"BLPOP", "u", "0"}));
+  ASSERT_TRUE(blocked_clients_are(1));
+  EXPECT_EQ(f(other->call({"CLIENT", "UNBLOCK", std::to_string(id->integer), "ERROR"})), ":1");
+  EXPECT_EQ(f(waiter->read()), "-UNBLOCKED client unblocked via CLIENT UNBLOCK");
+}
+
+// --- WATCH ---------------------------------------------------------------------------------
+
+TEST_P(Stateful, WatchIsInvalidatedByWritesFromAnyThread) {
+  auto c = conn();
+  auto other = other_thread(*c);
+  EXPECT_EQ(f(c->call({"SET", "w", "1"})), "+OK");
+  EXPECT_EQ(f(c->call({"WATCH", "w"})), "+OK");
+  EXPECT_EQ(f(other->call({"SET", "w", "1"})), "+OK");  // the same value is still a write
+  EXPECT_EQ(f(c->call({"MULTI"})), "+OK");
+  EXPECT_EQ(f(c->call({"INCR", "w"})), "+QUEUED");
+  EXPECT_EQ(f(c->call({"EXEC"})), "nil");
+  EXPECT_EQ(f(c->call({"GET", "w"})), "\"1\"");
+  // A write to another key, or a read of the watched one, does not abort.
+  EXPECT_EQ(f(c->call({"WATCH", "w"})), "+OK");
+  EXPECT_EQ(f(other->call({"SET", "unrelated", "1"})), "+OK");
+  EXPECT_EQ(f(other->call({"GET", "w"})), "\"1\"");
+  EXPECT_EQ(f(c->call({"MULTI"})), "+OK");
+  EXPECT_EQ(f(c->call({"INCR", "w"})), "+QUEUED");
+  EXPECT_EQ(f(c->call({"EXEC"})), "[:2]");
+  // Every kind of write counts: EXPIRE, DEL, a list pop that empties it, RENAME onto it.
+  for (const std::vector<std::string>& write :
+       {std::vector<std::string>{"EXPIRE", "w", "100"}, {"DEL", "w"}, {"RENAME", "src", "w"}}) {
+    EXPECT_EQ(f(other->call({"SET", "w", "v"})), "+OK");
+    EXPECT_EQ(f(other->call({"SET", "src", "v"})), "+OK");
+    EXPECT_EQ(f(c->call({"WATCH", "w"})), "+OK");
+    EXPECT_NE(f(other->call(write)).substr(0, 1), "-") << write[0];
+    EXPECT_EQ(f(c->call({"MULTI"})), "+OK");
+    EXPECT_EQ(f(c->call({"PING"})), "+QUEUED");
+    EXPECT_EQ(f(c->call({"EXEC"})), "nil") << write[0];
+  }
+  // UNWATCH (and a finished EXEC) forget the key.
+  EXPECT_EQ(f(c->call({"WATCH", "w"})), "+OK");
+  EXPECT_EQ(f(c->call({"UNWATCH"})), "+OK");
+  EXPECT_EQ(f(other->call({"SET", "w", "2"})), "+OK");
+  EXPECT_EQ(f(c->call({"MULTI"})), "+OK");
+  EXPECT_EQ(f(c->call({"PING"})), "+QUEUED");
+  EXPECT_EQ(f(c->call({"EXEC"})), "[+PONG]");
+}
+
+TEST_P(Stateful, WatchIsInvalidatedByExpiryFlushdbAndSwapdb) {
+  auto c = conn();
+  auto other = other_thread(*c);
+  // Active expiry removes the watched key while nobody touches it.
+  EXPECT_EQ(f(c->call({"SET", "e", "v", "PX", "100"})), "+OK");
+  EXPECT_EQ(f(c->call({"WATCH", "e"})), "+OK");
+  ASSERT_TRUE(eventually([&] { return f(other->call({"DBSIZE"})) == ":0"; }));
+  EXPECT_EQ(f(c->call({"MULTI"})), "+OK");
+  EXPECT_EQ(f(c->call({"PING"})), "+QUEUED");
+  EXPECT_EQ(f(c->call({"EXEC"})), "nil");
+  // FLUSHDB and FLUSHALL from another thread.
+  for (const char* flush : {"FLUSHDB", "FLUSHALL"}) {
+    EXPECT_EQ(f(c->call({"SET", "x", "v"})), "+OK");
+    EXPECT_EQ(f(c->call({"WATCH", "x"})), "+OK");
+    EXPECT_EQ(f(other->call({flush})), "+OK");
+    EXPECT_EQ(f(c->call({"MULTI"})), "+OK");
+    EXPECT_EQ(f(c->call({"PING"})), "+QUEUED");
+    EXPECT_EQ(f(c->call({"EXEC"})), "nil") << flush;
+  }
+  // FLUSHDB of an empty database, or of another one, leaves a watch on a missing key alone.
+  EXPECT_EQ(f(c->call({"WATCH", "x"})), "+OK");
+  EXPECT_EQ(f(other->call({"SELECT", "3"})), "+OK");
+  EXPECT_EQ(f(other->call({"SET", "x", "db3"})), "+OK");
+  EXPECT_EQ(f(other->call({"FLUSHDB"})), "+OK");
+  EXPECT_EQ(f(c->call({"MULTI"})), "+OK");
+  EXPECT_EQ(f(c->call({"PING"})), "+QUEUED");
+  EXPECT_EQ(f(c->call({"EXEC"})), "[+PONG]");
+  // SWAPDB that brings a key in under a watched name.
+  EXPECT_EQ(f(other->call({"SET", "x", "db3"})), "+OK");
+  EXPECT_EQ(f(c->call({"WATCH", "x"})), "+OK");
+  EXPECT_EQ(f(other->call({"SWAPDB", "0", "3"})), "+OK");
+  EXPECT_EQ(f(c->call({"MULTI"})), "+OK");
+  EXPECT_EQ(f(c->call({"GET", "x"})), "+QUEUED");
+  EXPECT_EQ(f(c->call({"EXEC"})), "nil");
+}
+
+// --- pub/sub -------------------------------------------------------------------------------
+
+TEST_P(Stateful, PubSubResp2MessagesFromAnotherThread) {
+  auto sub = conn();
+  EXPECT_EQ(f(sub->call({"SUBSCRIBE", "news", "sport"})), "[\"subscribe\", \"news\", :1]");
+  EXPECT_EQ(f(sub->read()), "[\"subscribe\", \"sport\", :2]");
+  EXPECT_EQ(f(sub->call({"PSUBSCRIBE", "n*"})), "[\"psubscribe\", \"n*\", :3]");
+  // RESP2: only the subscription commands and PING while subscribed.
+  EXPECT_EQ(f(sub->call({"GET", "x"})),
+            "-ERR Can't execute 'get': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in "
+            "this context");
+  EXPECT_EQ(f(sub->call({"PING", "hi"})), "[\"pong\", \"hi\"]");
+  auto pub = other_thread(*sub);
+  EXPECT_EQ(f(pub->call({"PUBLISH", "news", "m1"})), ":2");  // the channel and the pattern
+  EXPECT_EQ(f(sub->read()), "[\"message\", \"news\", \"m1\"]");
+  EXPECT_EQ(f(sub->read()), "[\"pmessage\", \"n*\", \"news\", \"m1\"]");
+  EXPECT_EQ(f(pub->call({"PUBLISH", "sport", "m2"})), ":1");
+  EXPECT_EQ(f(sub->read()), "[\"message\", \"sport\", \"m2\"]");
+  EXPECT_EQ(f(pub->call({"PUBLISH", "nobody", "m3"})), ":1");
+  EXPECT_EQ(f(sub->read()), "[\"pmessage\", \"n*\", \"nobody\", \"m3\"]");
+  EXPECT_EQ(f(pub->call({"PUBSUB", "NUMSUB", "news", "none"})), "[\"news\", :1, \"none\", :0]");
+  EXPECT_EQ(f(pub->call({"PUBSUB", "NUMPAT"})), ":1");
+  // 100 messages in one pipeline arrive complete and in order.
+  std::string batch;
+  for (int i = 0; i < 100; ++i) {
+    const std::string n = std::to_string(i);
+    batch += "*3\r\n$7\r\nPUBLISH\r\n$4\r\nnews\r\n$" + std::to_string(n.size()) + "\r\n" + n + "\r\n";
+  }
+  RespConn& p = *pub;
+  ASSERT_TRUE(::send(p.fd(), batch.data(), batch.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(batch.size()));
+  for (int i = 0; i < 100; ++i) {
+    EXPECT_EQ(f(p.read()), ":2");
+    EXPECT_EQ(f(sub->read()), "[\"message\", \"news\", \"" + std::to_string(i) + "\"]");
+    EXPECT_EQ(f(sub->read()), "[\"pmessage\", \"n*\", \"news\", \"" + std::to_string(i) + "\"]");
+  }
+  EXPECT_EQ(f(sub->call({"UNSUBSCRIBE"})), "[\"unsubscribe\", \"news\", :2]");
+  EXPECT_EQ(f(sub->read()), "[\"unsubscribe\", \"sport\", :1]");
+  EXPECT_EQ(f(sub->call({"PUNSUBSCRIBE"})), "[\"punsubscribe\", \"n*\", :0]");
+  EXPECT_EQ(f(sub->call({"GET", "x"})), "nil") << "a normal client again";
+  EXPECT_EQ(f(pub->call({"PUBLISH", "news", "late"})), ":0");
+}
+
+TEST_P(Stateful, PubSubResp3PushesBesideReplies) {
+  auto sub = conn();
+  auto hello = sub->call({"HELLO", "3"});
+  ASSERT_TRUE(hello && hello->type == ReplyType::kMap) << f(hello);
+  auto r = sub->call({"SUBSCRIBE", "c"});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->type, ReplyType::kPush);
+  EXPECT_EQ(fmt(*r), "[\"subscribe\", \"c\", :1]");
+  // RESP3 clients may run any command while subscribed.
+  EXPECT_EQ(f(sub->call({"SET", "k", "v"})), "+OK");
+  auto pub = other_thread(*sub);
+  EXPECT_EQ(f(pub->call({"PUBLISH", "c", "hello"})), ":1");
+  auto m = sub->read();
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->type, ReplyType::kPush);
+  EXPECT_EQ(fmt(*m), "[\"message\", \"c\", \"hello\"]");
+  EXPECT_EQ(f(sub->call({"GET", "k"})), "\"v\"");
+  auto u = sub->call({"UNSUBSCRIBE", "c"});
+  ASSERT_TRUE(u);
+  EXPECT_EQ(u->type, ReplyType::kPush);
+  EXPECT_EQ(fmt(*u), "[\"unsubscribe\", \"c\", :0]");
+}
+
+TEST_P(Stateful, SlowSubscriberIsDisconnectedByThePubsubClass) {
+  EXPECT_EQ(f(control_->call({"CONFIG", "SET", "client-output-buffer-limit", "pubsub 256kb 128kb 60"})), "+OK");
+  auto slow = conn();
+  EXPECT_EQ(f(slow->call({"SUBSCRIBE", "flood"})), "[\"subscribe\", \"flood\", :1]");
+  auto reader = conn();  // a subscriber that reads keeps up and stays
+  EXPECT_EQ(f(reader->call({"SUBSCRIBE", "flood"})), "[\"subscribe\", \"flood\", :1]");
+  auto pub = other_thread(*slow);
+  const std::string payload(64 << 10, 'x');
+  // At most 64 MiB published (the kernel's socket buffers hold a few MiB of it).
+  bool dropped = false;
+  for (int i = 0; i < 1024 && !dropped; ++i) {
+    auto n = pub->call({"PUBLISH", "flood", payload});
+    ASSERT_TRUE(n) << i;
+    auto m = reader->read();
+    ASSERT_TRUE(m) << i;
+    ASSERT_EQ(m->elements.size(), 3u);
+    EXPECT_EQ(m->elements[2].str.size(), payload.size());
+    dropped = n->integer == 1;
+  }
+  EXPECT_TRUE(dropped) << "the subscriber that never reads was never disconnected";
+  EXPECT_TRUE(slow->wait_closed(10000));
+  EXPECT_EQ(f(pub->call({"PUBSUB", "NUMSUB", "flood"})), "[\"flood\", :1]");
+  EXPECT_EQ(f(pub->call({"PUBLISH", "flood", "small"})), ":1");
+  EXPECT_EQ(f(reader->read()), "[\"message\", \"flood\", \"small\"]");
+}
+
+// --- MONITOR -------------------------------------------------------------------------------
+
+TEST_P(Stateful, MonitorShowsOtherThreadsCommandsInOrder) {
+  auto c = conn();
+  auto mon = other_thread(*c);
+  EXPECT_EQ(f(mon->call({"MONITOR"})), "+OK");
+  EXPECT_EQ(f(c->call({"SET", "key with space", "v\"q"})), "+OK");
+  EXPECT_EQ(f(c->call({"SELECT", "2"})), "+OK");
+  EXPECT_EQ(f(c->call({"GET", "k"})), "nil");
+  auto l1 = mon->read(), l2 = mon->read(), l3 = mon->read();
+  ASSERT_TRUE(l1 && l2 && l3);
+  EXPECT_EQ(l1->type, ReplyType::kSimple);
+  // "<unix seconds>.<micros> [<db> 127.0.0.1:<port>] "args"..."
+  EXPECT_NE(l1->str.find(" [0 127.0.0.1:"), std::string::npos) << l1->str;
+  EXPECT_NE(l1->str.find("] \"SET\" \"key with space\" \"v\\\"q\""), std::string::npos) << l1->str;
+  EXPECT_NE(l2->str.find("] \"SELECT\" \"2\""), std::string::npos) << l2->str;
+  EXPECT_NE(l3->str.find(" [2 127.0.0.1:"), std::string::npos) << l3->str;
+  EXPECT_NE(l3->str.find("] \"GET\" \"k\""), std::string::npos) << l3->str;
+  // AUTH's password is never shown (Redis shows nothing of AUTH at all).
+  EXPECT_EQ(f(c->call({"AUTH", "secret"})).substr(0, 1), "-");
+  EXPECT_EQ(f(c->call({"PING"})), "+PONG");
+  auto l4 = mon->read();
+  ASSERT_TRUE(l4);
+  EXPECT_NE(l4->str.find("\"PING\""), std::string::npos) << l4->str;
+  // A monitor that goes away is forgotten.
+  mon.reset();
+  EXPECT_EQ(f(c->call({"PING"})), "+PONG");
+}
+
+// --- CLIENT PAUSE --------------------------------------------------------------------------
+
+TEST_P(Stateful, ClientPauseHoldsWritesOrAllUntilUnpause) {
+  auto c = conn();
+  auto other = other_thread(*c);
+  EXPECT_EQ(f(other->call({"CLIENT", "PAUSE", "100000", "WRITE"})), "+OK");
+  EXPECT_EQ(f(c->call({"GET", "p"})), "nil") << "reads go on under WRITE";
+  ASSERT_TRUE(c->send({"SET", "p", "1"}));
+  EXPECT_TRUE(c->quiet_for(100));
+  EXPECT_EQ(f(other->call({"GET", "p"})), "nil") << "the held write has not run";
+  EXPECT_EQ(f(other->call({"CLIENT", "UNPAUSE"})), "+OK");
+  EXPECT_EQ(f(c->read()), "+OK");
+  EXPECT_EQ(f(other->call({"GET", "p"})), "\"1\"");
+  // ALL holds every command; a timed pause ends by itself.
+  EXPECT_EQ(f(other->call({"CLIENT", "PAUSE", "300", "ALL"})), "+OK");
+  const auto t0 = Clock::now();
+  ASSERT_TRUE(c->send({"PING"}));
+  EXPECT_EQ(f(c->read()), "+PONG");
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
+  EXPECT_GE(ms, 250);
+  EXPECT_LT(ms, 5000);
+  // A write queued in MULTI is held at EXEC under WRITE.
+  EXPECT_EQ(f(c->call({"MULTI"})), "+OK");
+  EXPECT_EQ(f(c->call({"INCR", "p"})), "+QUEUED");
+  EXPECT_EQ(f(other->call({"CLIENT", "PAUSE", "100000", "WRITE"})), "+OK");
+  ASSERT_TRUE(c->send({"EXEC"}));
+  EXPECT_TRUE(c->quiet_for(100));
+  EXPECT_EQ(f(other->call({"CLIENT", "UNPAUSE"})), "+OK");
+  EXPECT_EQ(f(c->read()), "[:2]");
+}
+
+INSTANTIATE_TEST_SUITE_P(IoThreads, Stateful, ::testing::Values(1, 4),
+                         [](const ::testing::TestParamInfo<int>& p) { return "threads" + std::to_string(p.param); });
+
+}  // namespace
+}  // namespace conduit::kv
