@@ -211,7 +211,11 @@ void Engine::finish(Status why, EndpointState final_state) {
 }
 
 void Engine::fail(Status why) {
-  CONDUIT_LOG(kWarn) << "rma " << transport_ << " " << addresses() << ": " << why.to_string();
+  // The peer going away is an ordinary end; anything else is worth a warning.
+  if (why.code() == Code::kClosed)
+    CONDUIT_LOG(kInfo) << "rma " << transport_ << " " << addresses() << ": " << why.to_string();
+  else
+    CONDUIT_LOG(kWarn) << "rma " << transport_ << " " << addresses() << ": " << why.to_string();
   finish(std::move(why), EndpointState::kError);
 }
 
