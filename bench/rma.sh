@@ -74,8 +74,8 @@ cell() { # name op mode size ptest
 			c+=("$(conduit_run "$op" "$mode" "$size" "$out/raw/$name-conduit-$rep")")
 		fi
 	done
-	read -r cm cmin cmax < <(echo "${c[*]}" | stats)
-	read -r pm pmin pmax < <(echo "${p[*]}" | stats)
+	read -r cm cmin cmax <<<"$(echo "${c[*]}" | stats)"
+	read -r pm pmin pmax <<<"$(echo "${p[*]}" | stats)"
 	label=$([[ $ev == 1 ]] && echo "-e" || echo "polling")
 	[[ $mode == bw ]] && label=bw
 	local ratio target ok
