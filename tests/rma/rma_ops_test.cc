@@ -311,6 +311,24 @@ TEST_P(RmaOps, ARevokedDescriptorIsRefusedAndReuseGetsANewOne) {
   EXPECT_EQ(mem[0], 4);
 }
 
+// A descriptor opens memory only to the endpoint it was exposed on: another endpoint of the
+// same listener (another peer) presenting it gets a remote access error (emulation: another
+// exposure table; rdma: another protection domain, and a window bound to another QP).
+TEST_P(RmaOps, ADescriptorWorksOnlyOnItsOwnEndpoint) {
+  std::vector<uint8_t> mem(4096, 0);
+  const Descriptor d = expose(mem, Rights::kRead | Rights::kWrite);
+  std::unique_ptr<Endpoint> other = connect_one(query_);
+  ASSERT_TRUE(other);
+  ASSERT_TRUE(run_until(*loop_, [&] { return !accepted_.empty(); }));
+  std::vector<uint8_t> buf(64, 7);
+  OpResult r = run_op(*other, Op::write(buf, d, 0, nullptr));
+  EXPECT_EQ(r.status.code(), Code::kPermissionDenied) << r.status.to_string();
+  EXPECT_EQ(mem[0], 0);
+  // Its own peer still can.
+  EXPECT_TRUE(run_op(*client_, Op::write(buf, d, 0, nullptr)).status.ok());
+  EXPECT_EQ(mem[0], 7);
+}
+
 TEST_P(RmaOps, TheInFlightBoundWouldBlocksAndTheReadyHandlerRuns) {
   TearDown();
   query_ = "?depth=4";
