@@ -1,0 +1,452 @@
+// rma over rdma://: a queue pair of the endpoint's own, set up through its own rdma_cm
+// connection (so its immediates never meet the stream protocol's), in a protection domain of
+// its own (no other endpoint's QP can present its keys).
+//
+// Exposures: each gets a memory region of exactly its range.  Where the device has type-2
+// memory windows (rxe on Linux 6.1 does: tests/verbs/rdma_mw_test.cc), the region is
+// registered for local access and MW_BIND only and a window bound to this endpoint's QP with
+// exactly the granted rights carries the key; revoke deallocates the window (its key is dead
+// when ibv_dealloc_mw returns) and deregisters the region.  Without windows the region itself
+// carries the rights and revoke deregisters it.  The region's range is the bound that holds
+// on every device (rxe checks only the region's range for a window key), hence one region per
+// exposure rather than a page-rounded registration from the cache.
+//
+// Local operands of reads and writes go through a RegistrationCache (local access only): a
+// buffer that comes back is a lookup, and the handle pins the registration until the op's
+// completion.  Atomic results land in a registered slot per in-flight op.
+//
+// Signalling: the last WR of every batch and at least every signal_every-th are signalled;
+// a signalled completion completes every op up to it (RC completes in order).
+#include <sys/socket.h>
+
+#include <cstring>
+#include <vector>
+
+#include "conduit/base/log.h"
+#include "conduit/memory/registration_cache.h"
+#include "conduit/verbs/verbs.h"
+#include "engine.h"
+#include "wire.h"
+
+namespace conduit::rma {
+namespace {
+
+using namespace conduit::verbs;
+
+constexpr uint32_t kMagic = 0x43524D41;  // "CRMA": connect private data, version 1
+constexpr uint64_t kRecvTag = 1ull << 63;
+constexpr uint64_t kControlTag = 1ull << 62;
+
+// ibv_reg_mr for local operands, as a memory::Registrar (the cache calls it under its lock).
+class LocalRegistrar final : public memory::Registrar {
+ public:
+  explicit LocalRegistrar(std::shared_ptr<ProtectionDomain> pd) : pd_(std::move(pd)) {}
+  Result<Registration> register_memory(void* addr, size_t len) override {
+    CONDUIT_ASSIGN_OR_RETURN(auto mr, MemoryRegion::register_memory(pd_, addr, len, Access::kLocalWrite));
+    Registration r;
+    r.keys = {mr->lkey(), mr->rkey()};
+    r.cookie = mr.release();
+    return r;
+  }
+  void deregister(const Registration& r) override { delete static_cast<MemoryRegion*>(r.cookie); }
+  std::string name() const override { return "rma/local"; }
+
+ private:
+  std::shared_ptr<ProtectionDomain> pd_;
+};
+
+struct FdCall final : reactor::FdHandler {
+  std::function<void()> fn;
+  void on_events(uint32_t) override { fn(); }
+};
+
+struct NativeExposure {
+  std::unique_ptr<MemoryWindow> mw;  // released first: the key dies with it
+  std::unique_ptr<MemoryRegion> mr;
+  ~NativeExposure() {
+    mw.reset();
+    mr.reset();
+  }
+};
+
+class VerbsEngine final : public Engine {
+ public:
+  VerbsEngine(reactor::EventLoop& loop, const EndpointOptions& o) : Engine(loop, o, "rdma") {}
+  ~VerbsEngine() override { close(); }
+
+  // Client: resolve, route, connect.
+  Status start_connect(const std::string& host, uint16_t port) {
+    CONDUIT_ASSIGN_OR_RETURN(SocketAddress dst, SocketAddress::resolve(host, port));
+    CONDUIT_ASSIGN_OR_RETURN(channel_, EventChannel::create());
+    CONDUIT_ASSIGN_OR_RETURN(id_, CmId::create(channel_));
+    CONDUIT_RETURN_IF_ERROR(watch_cm());
+    CONDUIT_RETURN_IF_ERROR(id_->resolve_addr(dst, static_cast<int>(options_.connect_timeout_ms)));
+    timer_ = loop_.run_after(uint64_t{options_.connect_timeout_ms} * 1000000, [this] {
+      timer_ = 0;
+      if (state_ == EndpointState::kConnecting)
+        connected(Status(Code::kTimedOut, "rma rdma connect: no answer within connect_timeout_ms"));
+    });
+    return {};
+  }
+
+  // Server: the CONNECT_REQUEST's new id becomes ours (on a channel of our own).
+  Status start_accept(CmEvent& ev) {
+    id_ = std::move(ev.new_id);
+    CONDUIT_ASSIGN_OR_RETURN(channel_, EventChannel::create());
+    CONDUIT_RETURN_IF_ERROR(id_->migrate(channel_));
+    CONDUIT_RETURN_IF_ERROR(watch_cm());
+    if (ev.private_data.size() < 8 || wire::get32(ev.private_data.data()) != kMagic || ev.private_data[4] != 1) {
+      (void)id_->reject();
+      return Status(Code::kProtocolError, "rma rdma accept: the peer is not an rma endpoint (private data)");
+    }
+    CONDUIT_RETURN_IF_ERROR(setup_qp());
+    const uint8_t rd = rd_atomic();
+    return id_->accept({}, std::min(rd, ev.responder_resources), std::min(rd, ev.initiator_depth));
+  }
+
+  std::string addresses() const override {
+    return id_ ? id_->local_address().to_string() + "->" + id_->peer_address().to_string() : std::string("-");
+  }
+
+ protected:
+  Status expose_native(Exposure& e) override {
+    auto n = std::make_shared<NativeExposure>();
+    int access = 0;
+    if (contains(e.rights, Rights::kRead)) access |= IBV_ACCESS_REMOTE_READ;
+    if (contains(e.rights, Rights::kWrite)) access |= IBV_ACCESS_REMOTE_WRITE;
+    if (contains(e.rights, Rights::kAtomic)) access |= IBV_ACCESS_REMOTE_ATOMIC;
+    void* addr = reinterpret_cast<void*>(static_cast<uintptr_t>(e.addr));
+    if (has_mw_) {
+      CONDUIT_ASSIGN_OR_RETURN(n->mr, MemoryRegion::register_memory(pd_, addr, e.length,
+                                                                    Access::kLocalWrite | Access::kMwBind));
+      CONDUIT_ASSIGN_OR_RETURN(n->mw, MemoryWindow::create(pd_));
+      const uint32_t rkey = n->mw->next_rkey();
+      SendWr wr = SendWr::bind_mw(n->mw->native_handle(), rkey, n->mr->native_handle(), e.addr, e.length, access)
+                      .id(kControlTag)
+                      .signaled();
+      CONDUIT_RETURN_IF_ERROR(qp()->post_send(wr));
+      // Wait for the bind: once expose returns, the key works.  Other completions that
+      // arrive meanwhile are handled as usual.
+      CONDUIT_RETURN_IF_ERROR(wait_control());
+      n->mw->bound(rkey);
+      e.key = rkey;
+    } else {
+      CONDUIT_ASSIGN_OR_RETURN(n->mr, MemoryRegion::register_memory(pd_, addr, e.length,
+                                                                    Access::kLocalWrite | static_cast<Access>(access)));
+      e.key = n->mr->rkey();
+    }
+    e.native = std::move(n);
+    return {};
+  }
+  void revoke_native(Exposure& e) override { e.native.reset(); }  // dealloc window, deregister
+
+  Status post(size_t first, size_t count) override {
+    SendChain chain;
+    for (size_t i = 0; i < count; ++i) {
+      const Op& op = inflight_at(first + i);
+      const uint64_t seq = posted_ + i;
+      const size_t slot = seq % options_.depth;
+      ibv_sge& sge = sges_[i];
+      if (op.kind == OpKind::kFetchAdd || op.kind == OpKind::kCompareSwap) {
+        sge = slots_->sge(slot * 8, 8);
+      } else {
+        Result<memory::RegistrationCache::Handle> h = cache_->acquire(op.local.data(), op.local.size());
+        if (!h.ok()) {
+          for (size_t j = 0; j < i; ++j) pins_[(posted_ + j) % options_.depth] = {};
+          return h.status();
+        }
+        sge.addr = reinterpret_cast<uintptr_t>(op.local.data());
+        sge.length = static_cast<uint32_t>(op.local.size());
+        sge.lkey = h->keys().lkey;
+        pins_[slot] = std::move(*h);
+      }
+      const uint64_t raddr = op.remote.addr + op.offset;
+      const uint32_t rkey = op.remote.key;
+      switch (op.kind) {
+        case OpKind::kRead: wrs_[i] = SendWr::read(&sge, 1, raddr, rkey); break;
+        case OpKind::kWrite: wrs_[i] = SendWr::write(&sge, 1, raddr, rkey); break;
+        case OpKind::kWriteImm: wrs_[i] = SendWr::write_imm(&sge, 1, raddr, rkey, op.imm); break;
+        case OpKind::kFetchAdd: wrs_[i] = SendWr::fetch_add(&sge, raddr, rkey, op.operand); break;
+        case OpKind::kCompareSwap: wrs_[i] = SendWr::compare_swap(&sge, raddr, rkey, op.operand, op.swap); break;
+      }
+      const bool last = i + 1 == count;
+      const bool sig = last || run_ + 1 >= options_.signal_every;
+      run_ = sig ? 0 : run_ + 1;
+      wrs_[i].id(seq).signaled(sig);
+      chain.append(wrs_[i]);
+    }
+    Status s = qp()->post_send(chain);  // one doorbell for the batch
+    if (!s.ok()) {
+      for (size_t j = 0; j < count; ++j) pins_[(posted_ + j) % options_.depth] = {};
+      return s;
+    }
+    posted_ += count;
+    return {};
+  }
+
+  void shutdown_native() override {
+    if (timer_ != 0) loop_.cancel(timer_), timer_ = 0;
+    if (cq_channel_ && loop_.watching(cq_channel_->fd())) (void)loop_.remove(cq_channel_->fd());
+    if (channel_ && loop_.watching(channel_->fd())) (void)loop_.remove(channel_->fd());
+    if (id_ && established_) (void)id_->disconnect();
+    for (auto& p : pins_) p = {};
+    if (id_) id_->destroy_qp();
+  }
+
+ private:
+  QueuePair* qp() const { return id_->qp(); }
+  uint8_t rd_atomic() const {
+    const int dev = ctx_ ? ctx_->attr().max_qp_rd_atom : 1;
+    return static_cast<uint8_t>(std::clamp(dev, 1, 16));
+  }
+
+  Status watch_cm() {
+    cm_fd_.fn = [this] { on_cm(); };
+    return loop_.add(channel_->fd(), reactor::kReadable, &cm_fd_);
+  }
+
+  Status setup_qp() {
+    ctx_ = id_->context();
+    if (!ctx_) return Status(Code::kUnavailable, "rma rdma: the cm id has no device");
+    has_mw_ = (ctx_->attr().device_cap_flags & IBV_DEVICE_MEM_WINDOW_TYPE_2B) != 0;
+    CONDUIT_ASSIGN_OR_RETURN(pd_, ProtectionDomain::create(ctx_));
+    CONDUIT_ASSIGN_OR_RETURN(cq_channel_, CompletionChannel::create(ctx_));
+    const uint32_t depth = options_.depth;
+    CONDUIT_ASSIGN_OR_RETURN(cq_, CompletionQueue::create(ctx_, static_cast<int>(2 * depth + 8), cq_channel_));
+    QpOptions qo;
+    qo.max_send_wr = depth + 4;  // + the bind of an expose in progress
+    qo.max_recv_wr = depth;      // receives consumed by the peer's writes with immediate
+    qo.max_send_sge = 1;
+    qo.max_inline_data = 0;
+    CONDUIT_ASSIGN_OR_RETURN(QueuePair * q, id_->create_qp(pd_, cq_, cq_, qo));
+    (void)q;
+    CONDUIT_ASSIGN_OR_RETURN(auto slots, RegisteredBuffer::create(pd_, size_t{depth} * 8, Access::kLocalWrite));
+    slots_ = std::make_unique<RegisteredBuffer>(std::move(slots));
+    cache_ = std::make_unique<memory::RegistrationCache>(std::make_shared<LocalRegistrar>(pd_));
+    wrs_.assign(depth, SendWr::send(nullptr, 0));
+    sges_.assign(depth, ibv_sge{});
+    pins_.assign(depth, {});
+    for (uint32_t i = 0; i < depth; ++i) CONDUIT_RETURN_IF_ERROR(post_recv());
+    CONDUIT_RETURN_IF_ERROR(cq_->arm());
+    cq_fd_.fn = [this] { on_cq(); };
+    return loop_.add(cq_channel_->fd(), reactor::kReadable, &cq_fd_);
+  }
+
+  Status post_recv() {
+    RecvWr r = RecvWr::make(nullptr, 0, kRecvTag);  // WRITE_WITH_IMM needs a receive, not a buffer
+    return qp()->post_recv(r);
+  }
+
+  void on_cm() {
+    for (;;) {
+      if (!id_) return;
+      Result<CmEvent> ev = CmId::next_event(channel_, 0);
+      if (!ev.ok()) {
+        if (!ev.status().would_block()) fail(ev.status());
+        return;
+      }
+      handle_cm(*ev);
+      if (state_ == EndpointState::kClosed || state_ == EndpointState::kError) return;
+    }
+  }
+
+  void handle_cm(CmEvent& ev) {
+    const int to = static_cast<int>(options_.connect_timeout_ms);
+    Status s;
+    switch (ev.type) {
+      case RDMA_CM_EVENT_ADDR_RESOLVED:
+        s = id_->resolve_route(to);
+        break;
+      case RDMA_CM_EVENT_ROUTE_RESOLVED: {
+        s = setup_qp();
+        if (!s.ok()) break;
+        uint8_t pd[8] = {};
+        wire::put32(pd, kMagic);
+        pd[4] = 1;
+        const uint8_t rd = rd_atomic();
+        s = id_->connect(pd, rd, rd);
+        break;
+      }
+      case RDMA_CM_EVENT_ESTABLISHED:
+        established_ = true;
+        if (timer_ != 0) loop_.cancel(timer_), timer_ = 0;
+        connected(Status());
+        return;
+      case RDMA_CM_EVENT_DISCONNECTED:
+        return fail(Status(Code::kClosed, "rma rdma: the peer disconnected"));
+      default:
+        s = Status(Code::kUnavailable, "rma rdma: " + ev.to_string());
+        break;
+    }
+    if (s.ok()) return;
+    if (state_ == EndpointState::kConnecting) return connected(std::move(s));
+    fail(std::move(s));
+  }
+
+  void on_cq() {
+    Result<int> n = cq_->drain([this](const Completion& c) { handle(c); });
+    if (!n.ok()) fail(n.status());
+  }
+
+  void handle(const Completion& c) {
+    if (state_ != EndpointState::kConnected) return;
+    if (c.wr_id == kRecvTag) {
+      if (!c.ok()) return fail_qp(c);
+      if (c.opcode == IBV_WC_RECV_RDMA_WITH_IMM && imm_handler) imm_handler(c.imm(), c.byte_len);
+      if (Status s = post_recv(); !s.ok()) fail(s);
+      return;
+    }
+    if (c.wr_id == kControlTag) {
+      control_done_ = true;
+      control_status_ = c.as_status();
+      return;
+    }
+    // Op `seq` and every earlier one are done; an error completion is that op's alone
+    // (RC: the ones before it succeeded).
+    const uint64_t seq = c.wr_id;
+    while (done_ < seq && in_flight() > 0) complete_op(Status());
+    if (c.ok()) {
+      if (in_flight() > 0) complete_op(Status());
+      return;
+    }
+    if (c.ibv_wc::status == IBV_WC_WR_FLUSH_ERR) return;  // after the error below
+    if (in_flight() > 0) {
+      Status why = c.ibv_wc::status == IBV_WC_REM_ACCESS_ERR
+                       ? Status(Code::kPermissionDenied, "remote access error: " + c.to_string())
+                       : c.as_status();
+      complete_op(std::move(why));
+    }
+    // The RC queue pair is in error now: the ops behind it cannot run on it.
+    fail_qp(c);
+  }
+
+  void complete_op(Status s) {
+    const size_t slot = done_ % options_.depth;
+    pins_[slot] = {};
+    uint64_t old = 0;
+    const OpKind k = front().kind;
+    if (s.ok() && (k == OpKind::kFetchAdd || k == OpKind::kCompareSwap))
+      std::memcpy(&old, slots_->data() + slot * 8, 8);
+    ++done_;
+    complete_front(std::move(s), old);
+  }
+
+  void fail_qp(const Completion& c) {
+    fail(Status(Code::kIoError, "rma rdma: the queue pair failed after " + c.to_string()));
+  }
+
+  Status wait_control() {
+    control_done_ = false;
+    const uint64_t deadline = now_ms() + 5000;
+    Completion wcs[16];
+    while (!control_done_) {
+      Result<int> n = cq_->poll(wcs);
+      if (!n.ok()) return n.status();
+      for (int i = 0; i < *n; ++i) handle(wcs[i]);
+      if (state_ != EndpointState::kConnected) return Status(Code::kClosed, "rma expose: the endpoint failed");
+      if (*n == 0 && now_ms() > deadline) return Status(Code::kTimedOut, "rma expose: the window bind did not complete");
+    }
+    return control_status_;
+  }
+  static uint64_t now_ms() {
+    timespec ts{};
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return static_cast<uint64_t>(ts.tv_sec) * 1000 + static_cast<uint64_t>(ts.tv_nsec) / 1000000;
+  }
+
+  // Declared in creation order; the QP (inside id_) goes in shutdown_native / ~CmId.
+  std::shared_ptr<EventChannel> channel_;
+  std::shared_ptr<Context> ctx_;
+  std::shared_ptr<ProtectionDomain> pd_;
+  std::shared_ptr<CompletionChannel> cq_channel_;
+  std::shared_ptr<CompletionQueue> cq_;
+  std::unique_ptr<RegisteredBuffer> slots_;
+  std::unique_ptr<memory::RegistrationCache> cache_;
+  std::unique_ptr<CmId> id_;
+  FdCall cm_fd_, cq_fd_;
+  reactor::TimerId timer_ = 0;
+  bool has_mw_ = false;
+  bool established_ = false;
+  std::vector<SendWr> wrs_;
+  std::vector<ibv_sge> sges_;
+  std::vector<memory::RegistrationCache::Handle> pins_;  // by seq % depth: local operands
+  uint64_t posted_ = 0, done_ = 0;
+  uint32_t run_ = 0;  // unsignalled WRs since the last signalled one
+  bool control_done_ = false;
+  Status control_status_;
+};
+
+class VerbsListener final : public Listener {
+ public:
+  VerbsListener(reactor::EventLoop& loop, EndpointOptions o, AcceptCallback cb)
+      : loop_(loop), options_(o), pending_(loop, std::move(cb)) {}
+  ~VerbsListener() override { close(); }
+
+  Status start(const std::string& host, uint16_t port) {
+    CONDUIT_ASSIGN_OR_RETURN(SocketAddress addr, SocketAddress::resolve(host, port));
+    CONDUIT_ASSIGN_OR_RETURN(channel_, EventChannel::create());
+    CONDUIT_ASSIGN_OR_RETURN(id_, CmId::create(channel_));
+    CONDUIT_RETURN_IF_ERROR(id_->bind(addr));
+    CONDUIT_RETURN_IF_ERROR(id_->listen(64));
+    fd_.fn = [this] { on_cm(); };
+    return loop_.add(channel_->fd(), reactor::kReadable, &fd_);
+  }
+  std::string url() const override { return id_ ? "rdma://" + id_->local_address().to_string() : "rdma://closed"; }
+  void close() override {
+    if (channel_ && loop_.watching(channel_->fd())) (void)loop_.remove(channel_->fd());
+    id_.reset();
+    pending_.clear();
+  }
+
+ private:
+  void on_cm() {
+    for (;;) {
+      if (!id_) return;
+      Result<CmEvent> ev = CmId::next_event(channel_, 0);
+      if (!ev.ok()) {
+        if (!ev.status().would_block()) CONDUIT_LOG(kWarn) << "rma rdma listener: " << ev.status().to_string();
+        return;
+      }
+      if (ev->type != RDMA_CM_EVENT_CONNECT_REQUEST || !ev->new_id) continue;
+      VerbsEngine* engine = pending_.add(std::make_unique<VerbsEngine>(loop_, options_));
+      if (Status s = engine->start_accept(*ev); !s.ok()) {
+        CONDUIT_LOG(kWarn) << "rma rdma accept: " << s.to_string();
+        pending_.drop(engine);
+      }
+    }
+  }
+
+  reactor::EventLoop& loop_;
+  EndpointOptions options_;
+  std::shared_ptr<EventChannel> channel_;
+  std::unique_ptr<CmId> id_;
+  FdCall fd_;
+  PendingAccepts pending_;  // accepted, not yet established
+};
+
+}  // namespace
+
+bool verbs_device_present() {
+  static const bool present = [] {
+    auto devs = list_devices();
+    if (!devs.ok() || devs->empty()) return false;
+    return Context::open().ok();
+  }();
+  return present;
+}
+
+Result<std::unique_ptr<Engine>> connect_verbs(reactor::EventLoop& loop, const std::string& host, uint16_t port,
+                                              const EndpointOptions& o) {
+  auto engine = std::make_unique<VerbsEngine>(loop, o);
+  CONDUIT_RETURN_IF_ERROR(engine->start_connect(host, port));
+  return std::unique_ptr<Engine>(std::move(engine));
+}
+
+Result<std::unique_ptr<Listener>> listen_verbs(reactor::EventLoop& loop, const std::string& host, uint16_t port,
+                                               const EndpointOptions& o, Listener::AcceptCallback cb) {
+  auto l = std::make_unique<VerbsListener>(loop, o, std::move(cb));
+  CONDUIT_RETURN_IF_ERROR(l->start(host, port));
+  return std::unique_ptr<Listener>(std::move(l));
+}
+
+}  // namespace conduit::rma

@@ -1,0 +1,435 @@
+// conduit::rma on every carrier: tcp and shm (the emulation, host suite), auto (tcp on a
+// host without a device), rdma (label rdma, in the Soft-RoCE guest).  Every op byte for
+// byte, batches, local checks, remote access errors on that op only, revocation, the
+// in-flight bound, malformed peers, and fetch-and-add from two processes.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <vector>
+
+#include "conduit/reactor/event_loop.h"
+#include "conduit/rma/endpoint.h"
+#include "conduit/transport/connection.h"
+
+namespace conduit::rma {
+namespace {
+
+using reactor::EventLoop;
+
+struct Row {
+  std::string name;
+  std::string (*listen_url)();  // "" = this machine cannot run the row
+};
+
+std::string rdma_addr() {
+  const char* a = std::getenv("CONDUIT_RDMA_ADDR");
+  return a ? a : "";
+}
+bool rdma_required() {
+  const char* r = std::getenv("CONDUIT_REQUIRE_RDMA");
+  return r && std::string(r) == "1";
+}
+
+const Row kRows[] = {
+    {"tcp", [] { return std::string("tcp://127.0.0.1:0"); }},
+    {"shm",
+     [] {
+       static int n = 0;
+       return "shm://rma-test-" + std::to_string(getpid()) + "-" + std::to_string(++n);
+     }},
+    {"auto", [] { return std::string("auto://127.0.0.1:0"); }},
+    {"rdma", [] { return rdma_addr().empty() ? std::string() : "rdma://" + rdma_addr() + ":0"; }},
+    // auto:// on an address with an RDMA device: must pick rdma (checked in EveryOpByteForByte).
+    {"auto_rdma", [] { return rdma_addr().empty() ? std::string() : "auto://" + rdma_addr() + ":0"; }},
+};
+
+// Runs the loop until pred() or a generous bound (the machine is shared and loaded).
+bool run_until(EventLoop& loop, const std::function<bool()>& pred, int ms = 20000) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() > end) return false;
+    (void)loop.run_once(5);
+  }
+  return true;
+}
+
+class RmaOps : public ::testing::TestWithParam<Row> {
+ protected:
+  void SetUp() override {
+    url_ = GetParam().listen_url();
+    if (url_.empty()) {
+      if (rdma_required()) FAIL() << "CONDUIT_REQUIRE_RDMA=1 but CONDUIT_RDMA_ADDR is unset";
+      GTEST_SKIP() << "no RDMA address (CONDUIT_RDMA_ADDR); run in the testbed: testbed/run ctest -L rdma";
+    }
+    auto loop = EventLoop::create();
+    ASSERT_TRUE(loop.ok());
+    loop_ = std::move(*loop);
+    loop_->adopt_current_thread();
+    connect_pair(query_);
+  }
+  void TearDown() override {
+    client_.reset();
+    server_.reset();
+    listener_.reset();
+  }
+
+  // A listener on url_ + query, a client endpoint to it and the server side of it.
+  void connect_pair(const std::string& query) {
+    auto l = Listener::listen(*loop_, url_ + query, [this](std::unique_ptr<Endpoint> ep) { accepted_.push_back(std::move(ep)); });
+    ASSERT_TRUE(l.ok()) << l.status().to_string();
+    listener_ = std::move(*l);
+    client_ = connect_one(query);
+    ASSERT_TRUE(client_);
+    ASSERT_TRUE(run_until(*loop_, [&] { return !accepted_.empty(); }));
+    server_ = std::move(accepted_.front());
+    accepted_.erase(accepted_.begin());
+    EXPECT_EQ(server_->state(), EndpointState::kConnected);
+  }
+  std::unique_ptr<Endpoint> connect_one(const std::string& query) {
+    std::string u = listener_->url();
+    u += u.find('?') == std::string::npos ? query : (query.empty() ? "" : "&" + query.substr(1));
+    bool done = false;
+    Status st;
+    auto ep = Endpoint::connect(*loop_, u, [&](Endpoint&, Status s) {
+      done = true;
+      st = s;
+    });
+    EXPECT_TRUE(ep.ok()) << ep.status().to_string();
+    if (!ep.ok()) return nullptr;
+    EXPECT_TRUE(run_until(*loop_, [&] { return done; }));
+    EXPECT_TRUE(st.ok()) << st.to_string();
+    return st.ok() ? std::move(*ep) : nullptr;
+  }
+
+  // Submits one op and runs the loop until its callback ran.
+  OpResult run_op(Endpoint& ep, Op op) {
+    bool done = false;
+    OpResult out;
+    op.done = [&](const OpResult& r) {
+      out = r;
+      done = true;
+    };
+    Status s = ep.submit(std::move(op));
+    if (!s.ok()) return OpResult{s, 0};
+    EXPECT_TRUE(run_until(*loop_, [&] { return done; }));
+    return out;
+  }
+
+  Descriptor expose(std::vector<uint8_t>& mem, Rights r) {
+    auto d = server_->expose(mem.data(), mem.size(), r);
+    EXPECT_TRUE(d.ok()) << d.status().to_string();
+    // Through the wire form, as a peer would get it.
+    auto back = Descriptor::decode(d->encode());
+    EXPECT_TRUE(back.ok());
+    return *back;
+  }
+  bool is_rdma() const { return client_ && client_->transport() == "rdma"; }
+
+  std::string url_;
+  std::string query_;
+  std::unique_ptr<EventLoop> loop_;
+  std::unique_ptr<Listener> listener_;
+  std::vector<std::unique_ptr<Endpoint>> accepted_;
+  std::unique_ptr<Endpoint> client_, server_;
+  std::vector<std::array<uint8_t, Descriptor::kWireSize>> pending_desc_;
+};
+
+std::vector<uint8_t> pattern(size_t n, uint8_t seed) {
+  std::vector<uint8_t> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = static_cast<uint8_t>(seed + i * 7 + (i >> 8));
+  return v;
+}
+
+TEST_P(RmaOps, EveryOpByteForByte) {
+  std::vector<uint8_t> mem(64 << 10, 0);
+  std::vector<uint32_t> imms;
+  std::vector<uint32_t> imm_lens;
+  server_->set_imm_handler([&](uint32_t imm, uint32_t len) {
+    imms.push_back(imm);
+    imm_lens.push_back(len);
+  });
+  const Descriptor d = expose(mem, kAllRights);
+  EXPECT_EQ(d.length, mem.size());
+  if (GetParam().name == "auto_rdma") {
+    EXPECT_EQ(client_->transport(), "rdma");
+  } else if (GetParam().name == "auto") {
+    EXPECT_EQ(client_->transport(), "tcp");  // loopback has no RDMA device
+  }
+
+  const auto data = pattern(5000, 3);
+  ASSERT_TRUE(run_op(*client_, Op::write(data, d, 100, nullptr)).status.ok());
+  EXPECT_EQ(0, std::memcmp(mem.data() + 100, data.data(), data.size()));
+  EXPECT_EQ(mem[99], 0);
+  EXPECT_EQ(mem[5100], 0);
+
+  std::vector<uint8_t> back(5000, 0xee);
+  ASSERT_TRUE(run_op(*client_, Op::read(back, d, 100, nullptr)).status.ok());
+  EXPECT_EQ(back, data);
+
+  const auto imm_data = pattern(300, 9);
+  ASSERT_TRUE(run_op(*client_, Op::write_imm(imm_data, d, 8192, 0xabcdef01, nullptr)).status.ok());
+  ASSERT_TRUE(run_until(*loop_, [&] { return !imms.empty(); }));
+  EXPECT_EQ(imms[0], 0xabcdef01u);
+  EXPECT_EQ(imm_lens[0], 300u);
+  EXPECT_EQ(0, std::memcmp(mem.data() + 8192, imm_data.data(), imm_data.size()));
+
+  uint64_t word = 40;
+  std::memcpy(mem.data() + 16384, &word, 8);
+  OpResult fa = run_op(*client_, Op::fetch_add(d, 16384, 2, nullptr));
+  ASSERT_TRUE(fa.status.ok()) << fa.status.to_string();
+  EXPECT_EQ(fa.old_value, 40u);
+  std::memcpy(&word, mem.data() + 16384, 8);
+  EXPECT_EQ(word, 42u);
+
+  OpResult miss = run_op(*client_, Op::compare_swap(d, 16384, 7, 99, nullptr));
+  ASSERT_TRUE(miss.status.ok());
+  EXPECT_EQ(miss.old_value, 42u);
+  std::memcpy(&word, mem.data() + 16384, 8);
+  EXPECT_EQ(word, 42u);  // compare failed: unchanged
+  OpResult hit = run_op(*client_, Op::compare_swap(d, 16384, 42, 99, nullptr));
+  ASSERT_TRUE(hit.status.ok());
+  EXPECT_EQ(hit.old_value, 42u);
+  std::memcpy(&word, mem.data() + 16384, 8);
+  EXPECT_EQ(word, 99u);
+
+  // The other way round: the client exposes, the server operates.
+  std::vector<uint8_t> cmem = pattern(4096, 77);
+  auto cd = client_->expose(cmem.data(), cmem.size(), Rights::kRead);
+  ASSERT_TRUE(cd.ok());
+  std::vector<uint8_t> got(4096);
+  ASSERT_TRUE(run_op(*server_, Op::read(got, *cd, 0, nullptr)).status.ok());
+  EXPECT_EQ(got, cmem);
+}
+
+TEST_P(RmaOps, ABatchCompletesInOrderWithOneDoorbell) {
+  std::vector<uint8_t> mem(1 << 20, 0);
+  const Descriptor d = expose(mem, Rights::kRead | Rights::kWrite | Rights::kAtomic);
+  constexpr int kOps = 40;
+  std::vector<std::vector<uint8_t>> srcs;
+  std::vector<std::vector<uint8_t>> dsts(kOps / 2, std::vector<uint8_t>(1000));
+  for (int i = 0; i < kOps / 2; ++i) srcs.push_back(pattern(1000, static_cast<uint8_t>(i)));
+  std::vector<Op> ops;
+  std::vector<int> order;
+  for (int i = 0; i < kOps / 2; ++i)
+    ops.push_back(Op::write(srcs[i], d, static_cast<uint64_t>(i) * 4096, [&order, i](const OpResult& r) {
+      EXPECT_TRUE(r.status.ok()) << r.status.to_string();
+      order.push_back(i);
+    }));
+  for (int i = 0; i < kOps / 2; ++i)  // reads after the writes: RC keeps them in order
+    ops.push_back(Op::read(dsts[i], d, static_cast<uint64_t>(i) * 4096, [&order, i](const OpResult& r) {
+      EXPECT_TRUE(r.status.ok()) << r.status.to_string();
+      order.push_back(kOps / 2 + i);
+    }));
+  const uint64_t batches = client_->stats().batches;
+  ASSERT_TRUE(client_->submit(ops).ok());
+  EXPECT_EQ(client_->stats().batches, batches + 1);
+  EXPECT_EQ(client_->in_flight(), static_cast<size_t>(kOps));
+  ASSERT_TRUE(run_until(*loop_, [&] { return order.size() == static_cast<size_t>(kOps); }));
+  for (int i = 0; i < kOps; ++i) EXPECT_EQ(order[i], i);
+  for (int i = 0; i < kOps / 2; ++i) {
+    EXPECT_EQ(0, std::memcmp(mem.data() + i * 4096, srcs[i].data(), 1000)) << i;
+    EXPECT_EQ(dsts[i], srcs[i]) << i;
+  }
+}
+
+TEST_P(RmaOps, LocalChecksRefuseBeforePostingAndTheEndpointGoesOn) {
+  std::vector<uint8_t> mem(4096, 0);
+  const Descriptor ro = expose(mem, Rights::kRead);
+  std::vector<uint8_t> buf(64, 1);
+  Status s = client_->submit(Op::write(buf, ro, 0, [](const OpResult&) { ADD_FAILURE() << "callback of a refused op"; }));
+  EXPECT_EQ(s.code(), Code::kPermissionDenied) << s.to_string();
+  s = client_->submit(Op::fetch_add(ro, 0, 1, nullptr));
+  EXPECT_EQ(s.code(), Code::kPermissionDenied) << s.to_string();
+  s = client_->submit(Op::read(buf, ro, 4096 - 63, nullptr));
+  EXPECT_EQ(s.code(), Code::kInvalidArgument) << s.to_string();
+  s = client_->submit(Op::read(buf, ro, ~uint64_t{0} - 10, nullptr));  // offset + len wraps
+  EXPECT_EQ(s.code(), Code::kInvalidArgument) << s.to_string();
+  const Descriptor rw = expose(mem, kAllRights);
+  s = client_->submit(Op::fetch_add(rw, 4, 1, nullptr));  // misaligned
+  EXPECT_EQ(s.code(), Code::kInvalidArgument) << s.to_string();
+  // A batch with one bad op posts nothing.
+  std::vector<Op> batch;
+  batch.push_back(Op::write(buf, rw, 0, [](const OpResult&) { ADD_FAILURE() << "posted"; }));
+  batch.push_back(Op::write(buf, ro, 0, nullptr));
+  s = client_->submit(batch);
+  EXPECT_EQ(s.code(), Code::kPermissionDenied) << s.to_string();
+  EXPECT_EQ(client_->in_flight(), 0u);
+  EXPECT_EQ(mem[0], 0);
+  EXPECT_EQ(server_->expose(mem.data(), mem.size(), Rights::kNone).status().code(), Code::kInvalidArgument);
+  // Still usable.
+  EXPECT_TRUE(run_op(*client_, Op::read(buf, ro, 0, nullptr)).status.ok());
+}
+
+// A descriptor that claims more than was granted, or one that was revoked: the peer refuses
+// that op (a remote access error) and nothing else changes -- over the emulation the endpoint
+// goes on; over rdma the RC queue pair is in error afterwards (docs/RMA.md, "Limits").
+TEST_P(RmaOps, ForgedRightsAreARemoteAccessErrorOnThatOp) {
+  std::vector<uint8_t> mem(4096, 0);
+  Descriptor forged = expose(mem, Rights::kRead);
+  forged.rights = kAllRights;
+  std::vector<uint8_t> buf(64, 5);
+  OpResult r = run_op(*client_, Op::write(buf, forged, 0, nullptr));
+  EXPECT_EQ(r.status.code(), Code::kPermissionDenied) << r.status.to_string();
+  EXPECT_EQ(mem[0], 0);
+  if (is_rdma()) {
+    EXPECT_EQ(client_->state(), EndpointState::kError);
+    return;
+  }
+  EXPECT_EQ(server_->stats().refused, 1u);
+  EXPECT_EQ(client_->state(), EndpointState::kConnected);
+  forged.rights = Rights::kRead;
+  EXPECT_TRUE(run_op(*client_, Op::read(buf, forged, 0, nullptr)).status.ok());
+  EXPECT_EQ(buf[0], 0);
+}
+
+TEST_P(RmaOps, ARevokedDescriptorIsRefusedAndReuseGetsANewOne) {
+  std::vector<uint8_t> mem(8192, 0);
+  const Descriptor d = expose(mem, Rights::kRead | Rights::kWrite);
+  std::vector<uint8_t> buf(128, 9);
+  ASSERT_TRUE(run_op(*client_, Op::write(buf, d, 0, nullptr)).status.ok());
+  ASSERT_TRUE(server_->revoke(d).ok());
+  EXPECT_EQ(server_->revoke(d).code(), Code::kNotFound);
+  EXPECT_EQ(server_->stats().exposed, 0u);
+  const Descriptor again = expose(mem, Rights::kRead | Rights::kWrite);  // the same bytes, reused
+  EXPECT_NE(again.generation, d.generation);
+  EXPECT_NE(again.key, d.key);
+  std::vector<uint8_t> other(128, 4);
+  OpResult stale = run_op(*client_, Op::write(other, d, 0, nullptr));
+  EXPECT_EQ(stale.status.code(), Code::kPermissionDenied) << stale.status.to_string();
+  EXPECT_EQ(mem[0], 9);
+  if (is_rdma()) return;  // the queue pair is in error now (docs/RMA.md, "Limits")
+  EXPECT_TRUE(run_op(*client_, Op::write(other, again, 0, nullptr)).status.ok());
+  EXPECT_EQ(mem[0], 4);
+}
+
+// A descriptor opens memory only to the endpoint it was exposed on: another endpoint of the
+// same listener (another peer) presenting it gets a remote access error (emulation: another
+// exposure table; rdma: another protection domain, and a window bound to another QP).
+TEST_P(RmaOps, ADescriptorWorksOnlyOnItsOwnEndpoint) {
+  std::vector<uint8_t> mem(4096, 0);
+  const Descriptor d = expose(mem, Rights::kRead | Rights::kWrite);
+  std::unique_ptr<Endpoint> other = connect_one(query_);
+  ASSERT_TRUE(other);
+  ASSERT_TRUE(run_until(*loop_, [&] { return !accepted_.empty(); }));
+  std::vector<uint8_t> buf(64, 7);
+  OpResult r = run_op(*other, Op::write(buf, d, 0, nullptr));
+  EXPECT_EQ(r.status.code(), Code::kPermissionDenied) << r.status.to_string();
+  EXPECT_EQ(mem[0], 0);
+  // Its own peer still can.
+  EXPECT_TRUE(run_op(*client_, Op::write(buf, d, 0, nullptr)).status.ok());
+  EXPECT_EQ(mem[0], 7);
+}
+
+TEST_P(RmaOps, TheInFlightBoundWouldBlocksAndTheReadyHandlerRuns) {
+  TearDown();
+  query_ = "?depth=4";
+  connect_pair(query_);
+  ASSERT_EQ(client_->options().depth, 4u);
+  std::vector<uint8_t> mem(4096, 0);
+  const Descriptor d = expose(mem, Rights::kAtomic);
+  int done = 0, ready = 0;
+  client_->set_ready_handler([&](Endpoint&) { ++ready; });
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(client_->submit(Op::fetch_add(d, 0, 1, [&](const OpResult&) { ++done; })).ok());
+  EXPECT_TRUE(client_->submit(Op::fetch_add(d, 0, 1, nullptr)).would_block());
+  EXPECT_EQ(client_->stats().would_block, 1u);
+  std::vector<Op> five;
+  for (int i = 0; i < 5; ++i) five.push_back(Op::fetch_add(d, 0, 1, nullptr));
+  EXPECT_EQ(client_->submit(five).code(), Code::kInvalidArgument);  // can never fit
+  ASSERT_TRUE(run_until(*loop_, [&] { return done == 4; }));
+  EXPECT_GE(ready, 1);
+  uint64_t word;
+  std::memcpy(&word, mem.data(), 8);
+  EXPECT_EQ(word, 4u);
+}
+
+TEST_P(RmaOps, ClosingFailsOpsInFlightWithCancelled) {
+  std::vector<uint8_t> mem(4096, 0);
+  const Descriptor d = expose(mem, Rights::kRead);
+  std::vector<uint8_t> buf(4096);
+  std::vector<Status> got;
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(client_->submit(Op::read(buf, d, 0, [&](const OpResult& r) { got.push_back(r.status); })).ok());
+  client_->close();
+  ASSERT_EQ(got.size(), 3u);
+  for (const Status& s : got) EXPECT_EQ(s.code(), Code::kCancelled) << s.to_string();
+  EXPECT_EQ(client_->submit(Op::read(buf, d, 0, nullptr)).code(), Code::kClosed);
+}
+
+TEST_P(RmaOps, AFutureCarriesTheResult) {
+  std::vector<uint8_t> mem(4096, 0);
+  const Descriptor d = expose(mem, Rights::kAtomic);
+  auto [cb, fut] = make_future();
+  ASSERT_TRUE(client_->submit(Op::fetch_add(d, 8, 5, cb)).ok());
+  ASSERT_TRUE(run_until(*loop_, [&] { return fut.wait_for(std::chrono::seconds(0)) == std::future_status::ready; }));
+  OpResult r = fut.get();
+  EXPECT_TRUE(r.status.ok());
+  EXPECT_EQ(r.old_value, 0u);
+}
+
+// Two processes add to one counter under contention; every increment lands exactly once.
+TEST_P(RmaOps, FetchAndAddFromTwoProcessesAddsUpExactly) {
+  alignas(8) static uint64_t counter_storage[8];
+  std::memset(counter_storage, 0, sizeof counter_storage);
+  constexpr int kChildren = 2, kAdds = 1000;
+  const std::string url = listener_->url();
+  std::vector<pid_t> kids;
+  std::vector<int> go_fds;
+  for (int c = 0; c < kChildren; ++c) {
+    int desc_pipe[2];
+    ASSERT_EQ(pipe(desc_pipe), 0);
+    const size_t before = accepted_.size();
+    pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      ::close(desc_pipe[1]);
+      const std::string fd = std::to_string(desc_pipe[0]), n = std::to_string(kAdds);
+      execl(RMA_CHILD_PATH, RMA_CHILD_PATH, url.c_str(), fd.c_str(), n.c_str(), static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    ::close(desc_pipe[0]);
+    kids.push_back(pid);
+    ASSERT_TRUE(run_until(*loop_, [&] { return accepted_.size() > before; }));
+    auto d = accepted_.back()->expose(counter_storage, sizeof counter_storage, Rights::kAtomic);
+    ASSERT_TRUE(d.ok()) << d.status().to_string();
+    go_fds.push_back(desc_pipe[1]);
+    // Descriptors go out together below, so both children start adding at once.
+    pending_desc_.push_back(d->encode());
+  }
+  for (int c = 0; c < kChildren; ++c) {
+    ASSERT_EQ(write(go_fds[c], pending_desc_[c].data(), Descriptor::kWireSize), static_cast<ssize_t>(Descriptor::kWireSize));
+    ::close(go_fds[c]);
+  }
+  int exited = 0;
+  std::vector<int> statuses;
+  ASSERT_TRUE(run_until(*loop_, [&] {
+    for (pid_t& p : kids) {
+      int st = 0;
+      if (p > 0 && waitpid(p, &st, WNOHANG) == p) {
+        statuses.push_back(st);
+        p = -1;
+        ++exited;
+      }
+    }
+    return exited == kChildren;
+  }, 120000));
+  for (int st : statuses) EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "child status " << st;
+  EXPECT_EQ(std::atomic_ref<uint64_t>(counter_storage[0]).load(), uint64_t{kChildren} * kAdds);
+}
+
+void PrintTo(const Row& r, std::ostream* os) { *os << r.name; }
+
+std::string row_name(const ::testing::TestParamInfo<Row>& info) { return info.param.name; }
+
+INSTANTIATE_TEST_SUITE_P(host, RmaOps, ::testing::Values(kRows[0], kRows[1], kRows[2]), row_name);
+INSTANTIATE_TEST_SUITE_P(rdma, RmaOps, ::testing::Values(kRows[3], kRows[4]), row_name);
+
+}  // namespace
+}  // namespace conduit::rma

@@ -1,0 +1,192 @@
+// conduit-rma-perf: latency or bandwidth of one rma operation over any rma URL.
+//
+//   conduit-rma-perf --url rdma://192.0.2.1:7490 --op read --mode lat --size 64 --iters 2000
+//   conduit-rma-perf --url rdma://192.0.2.1:7490 --op write --mode bw --size 65536 --iters 2000
+//
+// The process forks at once (before any verbs call: a forked child may not use its parent's
+// device contexts): the parent listens on --url and exposes a buffer to each peer, handing
+// the descriptor over a pipe; the child connects and measures.  lat: one op at a time,
+// event-driven completions (compare with perftest -e), prints t_min / t_typical (median) /
+// t_avg / t_max in microseconds.  bw: --depth ops in flight, prints MiB/s (2^20 bytes per
+// MB, perftest's unit).  --json for machines.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "conduit/reactor/event_loop.h"
+#include "conduit/rma/endpoint.h"
+
+using namespace conduit;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+struct Args {
+  std::string url, op = "write", mode = "lat";
+  size_t size = 64;
+  int iters = 2000;
+  int depth = 64;
+  bool json = false;
+};
+
+int serve(const Args& a, int desc_fd, int ready_fd, pid_t child, int* child_status) {
+  auto loop = reactor::EventLoop::create();
+  if (!loop.ok()) return 3;
+  std::vector<uint8_t> mem(std::max<size_t>(a.size, 8), 0);
+  std::unique_ptr<rma::Endpoint> peer;
+  bool gone = false;
+  std::string url = a.url + (a.url.find('?') == std::string::npos ? "?" : "&") + "depth=" + std::to_string(a.depth);
+  auto l = rma::Listener::listen(**loop, url, [&](std::unique_ptr<rma::Endpoint> ep) {
+    auto d = ep->expose(mem.data(), mem.size(), rma::kAllRights);
+    if (!d.ok()) {
+      std::fprintf(stderr, "conduit-rma-perf: expose: %s\n", d.status().to_string().c_str());
+      gone = true;
+      return;
+    }
+    ep->set_close_handler([&](rma::Endpoint&) { gone = true; });
+    auto w = d->encode();
+    if (write(desc_fd, w.data(), w.size()) != static_cast<ssize_t>(w.size())) gone = true;
+    peer = std::move(ep);
+  });
+  if (!l.ok()) {
+    std::fprintf(stderr, "conduit-rma-perf: listen %s: %s\n", url.c_str(), l.status().to_string().c_str());
+    return 3;
+  }
+  std::string bound = (*l)->url();
+  bound.push_back('\n');
+  if (write(ready_fd, bound.data(), bound.size()) < 0) return 3;
+  ::close(ready_fd);
+  // Until the peer goes away or the child exits (whichever is seen first).
+  while (!gone) {
+    (void)(*loop)->run_once(100);
+    if (waitpid(child, child_status, WNOHANG) == child) return 0;
+  }
+  waitpid(child, child_status, 0);
+  return 0;
+}
+
+rma::Op make(const Args& a, std::vector<uint8_t>& buf, const rma::Descriptor& d, rma::OpCallback cb) {
+  if (a.op == "read") return rma::Op::read(buf, d, 0, std::move(cb));
+  if (a.op == "atomic") return rma::Op::fetch_add(d, 0, 1, std::move(cb));
+  return rma::Op::write(buf, d, 0, std::move(cb));
+}
+
+int measure(const Args& a, const std::string& url, int desc_fd) {
+  auto loop = reactor::EventLoop::create();
+  if (!loop.ok()) return 4;
+  bool up = false;
+  Status st;
+  auto ep = rma::Endpoint::connect(**loop, url + (url.find('?') == std::string::npos ? "?" : "&") + "depth=" +
+                                               std::to_string(a.depth),
+                                   [&](rma::Endpoint&, Status s) {
+                                     up = true;
+                                     st = s;
+                                   });
+  if (!ep.ok()) return std::fprintf(stderr, "conduit-rma-perf: %s\n", ep.status().to_string().c_str()), 4;
+  while (!up) (void)(*loop)->run_once(100);
+  if (!st.ok()) return std::fprintf(stderr, "conduit-rma-perf: connect: %s\n", st.to_string().c_str()), 4;
+  uint8_t w[rma::Descriptor::kWireSize];
+  if (read(desc_fd, w, sizeof w) != static_cast<ssize_t>(sizeof w)) return 4;
+  auto d = rma::Descriptor::decode(w);
+  if (!d.ok()) return 4;
+  std::vector<uint8_t> buf(a.size, 0x5a);
+  int done = 0, failed = 0;
+  auto cb = [&](const rma::OpResult& r) {
+    ++done;
+    if (!r.status.ok()) ++failed;
+  };
+  const size_t bytes = a.op == "atomic" ? 8 : a.size;
+  if (a.mode == "lat") {
+    std::vector<double> us;
+    us.reserve(static_cast<size_t>(a.iters));
+    for (int i = 0; i < a.iters && failed == 0; ++i) {
+      const auto t0 = Clock::now();
+      if (!(*ep)->submit(make(a, buf, *d, cb)).ok()) return 5;
+      while (done <= i) (void)(*loop)->run_once(100);
+      us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+    }
+    if (failed) return std::fprintf(stderr, "conduit-rma-perf: %d ops failed\n", failed), 5;
+    std::vector<double> s = us;
+    std::sort(s.begin(), s.end());
+    double sum = 0;
+    for (double x : s) sum += x;
+    const double typical = s[s.size() / 2], avg = sum / static_cast<double>(s.size());
+    if (a.json)
+      std::printf("{\"op\":\"%s\",\"mode\":\"lat\",\"bytes\":%zu,\"iters\":%d,\"t_min\":%.2f,\"t_typical\":%.2f,\"t_avg\":%.2f,\"t_max\":%.2f}\n",
+                  a.op.c_str(), bytes, a.iters, s.front(), typical, avg, s.back());
+    else
+      std::printf(" #bytes #iterations t_min[usec] t_max[usec] t_typical[usec] t_avg[usec]\n %zu %d %.2f %.2f %.2f %.2f\n",
+                  bytes, a.iters, s.front(), s.back(), typical, avg);
+    return 0;
+  }
+  int issued = 0;
+  const auto t0 = Clock::now();
+  while (done < a.iters && failed == 0) {
+    while (issued < a.iters) {
+      Status s = (*ep)->submit(make(a, buf, *d, cb));
+      if (s.would_block()) break;
+      if (!s.ok()) return std::fprintf(stderr, "conduit-rma-perf: %s\n", s.to_string().c_str()), 5;
+      ++issued;
+    }
+    (void)(*loop)->run_once(100);
+  }
+  const double sec = std::chrono::duration<double>(Clock::now() - t0).count();
+  if (failed) return std::fprintf(stderr, "conduit-rma-perf: %d ops failed\n", failed), 5;
+  const double mibs = static_cast<double>(bytes) * a.iters / sec / (1 << 20);
+  if (a.json)
+    std::printf("{\"op\":\"%s\",\"mode\":\"bw\",\"bytes\":%zu,\"iters\":%d,\"bw_mib_s\":%.2f,\"msg_rate_mpps\":%.6f}\n",
+                a.op.c_str(), bytes, a.iters, mibs, a.iters / sec / 1e6);
+  else
+    std::printf(" #bytes #iterations BW average[MB/sec] MsgRate[Mpps]\n %zu %d %.2f %.6f\n", bytes, a.iters, mibs,
+                a.iters / sec / 1e6);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args a;
+  CLI::App app{"conduit-rma-perf: rma read/write/atomic latency and bandwidth"};
+  app.add_option("--url", a.url, "where the server side listens (rdma://, tcp://, shm://, auto://)")->required();
+  app.add_option("--op", a.op, "read, write or atomic (fetch-and-add on 8 bytes)")
+      ->check(CLI::IsMember({"read", "write", "atomic"}));
+  app.add_option("--mode", a.mode, "lat (one op at a time) or bw (--depth in flight)")->check(CLI::IsMember({"lat", "bw"}));
+  app.add_option("--size", a.size, "bytes per op (atomic: 8)")->check(CLI::Range(size_t{1}, size_t{1} << 30));
+  app.add_option("--iters", a.iters, "operations")->check(CLI::Range(1, 100000000));
+  app.add_option("--depth", a.depth, "ops in flight for bw")->check(CLI::Range(1, 4096));
+  app.add_flag("--json", a.json, "one JSON line");
+  CLI11_PARSE(app, argc, argv);
+  if (a.mode == "lat") a.depth = std::max(a.depth, 1);
+  int desc[2], ready[2];
+  if (pipe(desc) != 0 || pipe(ready) != 0) return 3;
+  const pid_t pid = fork();
+  if (pid < 0) return 3;
+  if (pid == 0) {
+    ::close(desc[1]);
+    ::close(ready[1]);
+    char line[512] = {};
+    size_t n = 0;
+    while (n < sizeof line - 1 && read(ready[0], line + n, 1) == 1 && line[n] != '\n') ++n;
+    line[n] = 0;
+    if (n == 0) _exit(4);
+    const int rc = measure(a, line, desc[0]);
+    std::fflush(stdout);
+    _exit(rc);
+  }
+  ::close(desc[0]);
+  ::close(ready[0]);
+  // The server runs until its peer goes away (the child exits and its endpoint closes).
+  int st = 0;
+  const int rc = serve(a, desc[1], ready[1], pid, &st);
+  if (rc != 0) {
+    waitpid(pid, &st, 0);
+    return rc;
+  }
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 6;
+}
