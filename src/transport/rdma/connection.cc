@@ -206,6 +206,14 @@ Status RdmaConnection::setup_resources() {
   return {};
 }
 
+RdmaConnection::RdmaConnection(LoopContext* ctx, const RdmaOptions& o, Phase p, bool client)
+    : ctx_(ctx),
+      options_(o),
+      client_side_(client),
+      phase_(p),
+      spin_(o.busy_poll_us != 0 ? poll::AdaptiveSpin::fixed(o.busy_poll_us * 1000)
+                                : poll::AdaptiveSpin::adaptive(o.poll_us * 1000)) {}
+
 RdmaConnection::~RdmaConnection() {
   close();
   ctx_->forget(this);
@@ -220,6 +228,7 @@ void RdmaConnection::cancel_timers() {
 
 void RdmaConnection::release_resources() {
   cancel_timers();
+  stop_spinning();
   if (channel_watched_) (void)ctx_->loop().remove(res_->channel->fd());
   channel_watched_ = false;
   res_.reset();  // QP first, then its memory, CQ, channel, SRQ, PD (QpResources)
@@ -227,7 +236,7 @@ void RdmaConnection::release_resources() {
 
 void RdmaConnection::on_srq_completion(const Completion& wc) {
   if (Status s = handle_completion(wc); !s.ok()) return fail(s);
-  if (options_.busy_poll_us != 0 && live()) busy_since_ns_ = monotonic_ns();
+  if (polling()) spin_.on_work(monotonic_ns());
   ctx_->mark_pending(this);  // the hook flushes and runs the handlers, as on_events would
 }
 
@@ -651,6 +660,7 @@ Status RdmaConnection::process_cq(int* handled) {
 // (kFeatureSolicited), unless we are waiting for a send completion ourselves.
 Status RdmaConnection::arm_cq() {
   armed_solicited_ = solicited() && !needs_send_events();
+  cq_armed_ = true;
   return res_->cq->arm(armed_solicited_);
 }
 
@@ -665,24 +675,32 @@ void RdmaConnection::ensure_send_events() {
   ctx_->mark_pending(this);
 }
 
+// A completion event.  Event mode re-arms at once; a polling connection leaves the CQ
+// unarmed and polls it from the before-sleep hook until its window closes (then it arms
+// again: arm_for_sleep), so that while traffic is dense no event (a system call on each
+// side) is raised at all.
 void RdmaConnection::on_events(uint32_t) {
   if (!res_) return;
   Status s;
   auto events = res_->cq->consume_events();
   if (!events.ok()) s = events.status();
   else stats_.wakeups += static_cast<uint64_t>(*events);
-  if (s.ok()) s = arm_cq();
-  if (s.ok()) s = process_cq();
+  const bool poll = polling();
+  if (!poll) {
+    if (s.ok()) s = arm_cq();
+  } else {
+    cq_armed_ = armed_solicited_ = false;  // the event used the arming up
+    ctx_->mark_pending(this);              // the hook polls, and arms before the loop sleeps
+  }
+  int handled = 0;
+  if (s.ok()) s = process_cq(&handled);
   if (!s.ok()) {
     fail(s);
   } else if (tx_unposted()) {
     (void)flush(true);  // completions may have freed send-queue slots
   }
   if (live() && armed_solicited_ && needs_send_events()) ensure_send_events();
-  if (options_.busy_poll_us != 0 && live()) {
-    busy_since_ns_ = monotonic_ns();  // traffic: poll for the next completion instead of sleeping
-    ctx_->mark_pending(this);
-  }
+  if (poll && handled != 0) spin_.on_work(monotonic_ns());
   deliver();
 }
 

@@ -17,6 +17,8 @@
 #include "conduit/verbs/verbs.h"
 #include "loop_context.h"
 #include "options.h"
+#include "poll/adaptive_spin.h"
+#include "poll/spin_group.h"
 #include "protocol.h"
 #include "resources.h"
 #include "ring/ring_cursor.h"
@@ -38,7 +40,11 @@ enum class Phase : uint8_t {
 };
 std::string_view phase_name(Phase p);
 
-class RdmaConnection final : public Connection, public reactor::FdHandler, public CmSink, public SrqClient {
+class RdmaConnection final : public Connection,
+                             public reactor::FdHandler,
+                             public CmSink,
+                             public SrqClient,
+                             private poll::SpinGroup::Member {
  public:
   // Outbound: starts address resolution.
   static Result<std::unique_ptr<RdmaConnection>> start_connect(reactor::EventLoop& loop, const Endpoint& ep,
@@ -95,8 +101,7 @@ class RdmaConnection final : public Connection, public reactor::FdHandler, publi
   uint64_t negotiated_features() const { return features_; }
 
  private:
-  RdmaConnection(LoopContext* ctx, const RdmaOptions& o, Phase p, bool client)
-      : ctx_(ctx), options_(o), client_side_(client), phase_(p) {}
+  RdmaConnection(LoopContext* ctx, const RdmaOptions& o, Phase p, bool client);
 
   verbs::QueuePair* qp() const { return res_ ? res_->qp() : nullptr; }
   // Established with a QP that carries data: our buffer is advertised, the peer's may be.
@@ -147,7 +152,15 @@ class RdmaConnection final : public Connection, public reactor::FdHandler, publi
   Status arm_cq();
   void ensure_send_events();
   Status process_cq(int* handled = nullptr);
-  bool busy_poll();
+  // Polling (poll_us, busy_poll_us; connection_io.cc).
+  bool polling() const { return spin_.enabled() && sending() && (read_handler_ || write_handler_); }
+  int poll_completions();  // one poll of the CQ (and the SRQ): completions handled
+  void run_after_poll();   // handlers and flushes after a poll found completions
+  bool arm_for_sleep();    // arms the CQ and re-checks; true: the loop may block
+  void stop_spinning();
+  bool spin_poll(uint64_t now) override;
+  uint64_t spin_deadline() const override;
+  void spin_preempted(uint64_t now) override { spin_.on_preempted(now); }
   Status handle_completion(const verbs::Completion& wc);
   Status handle_ctrl(const CtrlMsg& m);
   Status send_feature(const CtrlMsg& m);
@@ -214,6 +227,7 @@ class RdmaConnection final : public Connection, public reactor::FdHandler, publi
   bool credit_blocked_ = false;    // a Credit is due but no control slot was free
   std::optional<CtrlMsg> deferred_feature_;  // a feature message that found no room yet
   bool armed_solicited_ = false;   // the CQ is armed for solicited completions only
+  bool cq_armed_ = false;          // the CQ will raise an event (false while we poll it instead)
   bool poll_again_ = false;        // re-armed for all completions: poll before sleeping
 
   bool peer_keepalive_seen_ = false;
@@ -223,7 +237,8 @@ class RdmaConnection final : public Connection, public reactor::FdHandler, publi
   uint64_t ack_progress_ns_ = 0;     // ... and when it last moved (or nothing was outstanding)
   reactor::TimerId keepalive_timer_ = 0;
   reactor::TimerId connect_timer_ = 0;
-  uint64_t busy_since_ns_ = 0;  // busy polling: last time the CQ had work (0 = not polling)
+  poll::AdaptiveSpin spin_;                      // poll_us / busy_poll_us
+  std::shared_ptr<poll::SpinGroup> spin_group_;  // the loop's, once we spun
   verbs::Completion wcs_[32];
 };
 

@@ -1,6 +1,6 @@
 // RdmaConnection: the data path -- write (copy into the staging mirror of the peer's
 // buffer), flush (RDMA WRITE_WITH_IMM of what was written), read, handler delivery, and
-// busy polling.
+// adaptive polling of the CQ.
 #include <cstring>
 
 #include "conduit/base/clock.h"
@@ -22,28 +22,58 @@ bool RdmaConnection::wants_service() const {
          !(phase_ == Phase::kPeerGone && eof_delivered_ && rx_.available() == 0);
 }
 
-// Busy polling (busy_poll_us): while a handler is installed, the before-sleep hook polls the
-// CQ itself and keeps the loop from sleeping until busy_poll_us pass without a completion.
-// Completion events stay armed, so a connection that stops polling misses nothing.  Trades
-// a core for the wakeup: under TCG an event-driven completion costs milliseconds.
-bool RdmaConnection::busy_poll() {
-  if (options_.busy_poll_us == 0 || !live() || (!read_handler_ && !write_handler_)) {
-    busy_since_ns_ = 0;
-    return false;
-  }
+// Polling (poll_us, busy_poll_us; poll/adaptive_spin.h): while a handler is installed and
+// our window is open, the before-sleep hook does not arm the CQ and sleep but polls it --
+// together with the loop's other polling connections, in the loop's SpinGroup -- running
+// handlers and posting what they wrote as completions appear.  Once the window closes
+// without work the CQ is armed and polled once more (a completion that arrived in between
+// raised no event); only then may the loop block.  Invariant: a connection whose CQ is not
+// armed stays on the loop context's pending list, so its hook keeps running.
+int RdmaConnection::poll_completions() {
   int handled = 0;
   if (Status s = process_cq(&handled); !s.ok()) {
     fail(s);
-    return false;
+    return 1;  // the failure is work: the handlers learn it
   }
   if (res_ && res_->srq_attached) handled += res_->srq->process();  // may deliver to other connections too
-  const uint64_t now = monotonic_ns();
-  if (handled != 0 || busy_since_ns_ == 0) busy_since_ns_ = now;
-  if (handled != 0 && tx_unposted()) (void)flush(true);
-  if (now - busy_since_ns_ < options_.busy_poll_us * 1000) return true;
-  busy_since_ns_ = 0;
+  return handled;
+}
+
+void RdmaConnection::run_after_poll() {
+  if (live() && tx_unposted()) (void)flush(true);  // completions may have freed send-queue slots
+  deliver();
+  if (live() && tx_unposted()) (void)flush(true);  // what the handlers wrote goes out now
+}
+
+bool RdmaConnection::arm_for_sleep() {
+  if (!res_ || !res_->cq || cq_armed_) return true;
+  if (Status s = arm_cq(); !s.ok()) {
+    fail(s);
+    return false;
+  }
+  if (poll_completions() == 0) return true;
+  if (spin_.enabled()) spin_.on_work(monotonic_ns());
+  run_after_poll();
   return false;
 }
+
+void RdmaConnection::stop_spinning() {
+  if (spin_group_) spin_group_->leave(this);
+  spin_group_.reset();
+}
+
+bool RdmaConnection::spin_poll(uint64_t now) {
+  if (!polling()) return false;
+  if (poll_completions() == 0) {
+    spin_.on_idle(now);
+    return false;
+  }
+  spin_.on_work(now);
+  run_after_poll();
+  return true;
+}
+
+uint64_t RdmaConnection::spin_deadline() const { return polling() ? spin_.deadline() : 0; }
 
 Status RdmaConnection::post_data(Extent e, bool solicit) {
   const uint32_t len = static_cast<uint32_t>(e.len);
@@ -322,19 +352,38 @@ void RdmaConnection::deliver() {
   if (wants_service()) ctx_->mark_pending(this);
 }
 
+// The before-sleep hook (through the loop context's pending list).  True: stay on the
+// list (and keep the loop from blocking).
 bool RdmaConnection::run_deferred() {
   if (poll_again_ && live()) {
     poll_again_ = false;
     if (Status s = process_cq(); !s.ok()) fail(s);
   }
-  const bool polling = busy_poll();
+  const bool poll = polling();
+  const int handled = poll ? poll_completions() : 0;
   if (live()) {
     Status s = flush(true);
     if (s.is_error()) fail(s);
   }
   deliver();
-  // Stay on the list while something is left that no event will announce.
-  return wants_service() || (polling && live());
+  if (!live()) return wants_service();
+  if (!polling()) return wants_service() || !arm_for_sleep();
+  const uint64_t now = monotonic_ns();
+  if (handled != 0)
+    spin_.on_work(now);
+  else
+    spin_.on_idle(now);
+  if (wants_service()) return true;  // a handler left work: the hook runs again at once
+  if (spin_.deadline() > now) {
+    if (!spin_group_) spin_group_ = poll::SpinGroup::of(ctx_->loop());
+    const bool pending = spin_group_->spin(this, now);
+    if (!live()) return wants_service();
+    if (pending || handled != 0) return true;
+  } else if (handled != 0) {
+    return true;
+  }
+  spin_.on_sleep();
+  return wants_service() || !arm_for_sleep();
 }
 
 }  // namespace conduit::transport::rdma

@@ -79,8 +79,16 @@ constexpr Row kRows[] = {
                     "inbound handshakes in progress (each holds a QP and registered memory); further connect "
                     "requests are rejected at once; `Listener::stats().handshakes` counts them")
         .listener(),
+    Row::number_row("poll_us", "100", 0, 1'000'000, &O::poll_us,
+                    "adaptive polling: after running out of work, poll the CQ for up to this long before arming "
+                    "the completion channel and sleeping. The window tunes itself from the idle gaps seen "
+                    "(`src/transport/poll/`, the same policy as shm://): it polls while traffic is recent and "
+                    "dense and turns itself off when the connection idles; the connections of one loop spin "
+                    "together; a spin that loses its CPU stops polling for a cool-down (1 ms, doubling to 1 s). "
+                    "0 = pure event mode: arm and block at once (compare with perftest `-e`)"),
     Row::number_row("busy_poll_us", "0", 0, 1'000'000, &O::busy_poll_us,
-                    "poll the CQ from the loop instead of sleeping, for this long after the last completion"),
+                    "fixed polling instead: poll the CQ this long without a completion before sleeping, never "
+                    "tuned (trades a core for the wakeup: for dedicated cores). Non-zero overrides `poll_us`"),
     Row::custom_row("device", "", parse_device, "name", "refuse connections whose route uses another device (e.g. "
                                                         "`rxe0`)")
         .default_is("any"),

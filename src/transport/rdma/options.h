@@ -27,7 +27,8 @@ struct RdmaOptions {
   uint64_t linger_ms = 5000;
   uint64_t backlog = 1024;
   uint64_t max_handshakes = 1024;  // listener: handshakes in progress before requests are refused
-  uint64_t busy_poll_us = 0;
+  uint64_t poll_us = 100;      // adaptive polling window bound (poll/adaptive_spin.h); 0 = event mode
+  uint64_t busy_poll_us = 0;   // fixed polling window instead (overrides poll_us)
   std::string features = "all";
   std::string device;
   bool srq = false;  // receives from the loop's shared receive queue (SrqPool)
