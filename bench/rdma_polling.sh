@@ -93,7 +93,7 @@ wait_tcp_listen() {
 cpu_of() { cat "$@" 2>/dev/null | awk 'NF == 2 { s += $1 + $2 } END { printf "%.6f", s }'; }
 
 run_cell() { # cell rep
-	local cell=$1 rep=$2 name fig=nan cpu=nan attempt srv crc opts
+	local cell=$1 rep=$2 name fig=nan cpu=nan attempt srv crc opts w
 	name=$cell-$rep
 	for attempt in 1 2 3; do
 		port=$((port + 1))
@@ -118,7 +118,10 @@ run_cell() { # cell rep
 			{ time timeout -k 5 120 "$bench" stream --server "rdma://$addr:$port$opts" --timeout 60 \
 				>"$out/raw/$name.$attempt.server" 2>&1; } 2>"$out/raw/$name.$attempt.server.cpu" &
 			srv=$!
-			sleep 0.5
+			for ((w = 0; w < 200; w++)); do # until it listens (a cold guest takes seconds)
+				grep -q "listening on" "$out/raw/$name.$attempt.server" 2>/dev/null && break
+				sleep 0.1
+			done
 			{ time timeout -k 5 120 "$bench" stream --client "rdma://$addr:$port$opts" -t pingpong -s 64 \
 				-n "$iters" -w 0 --json --no-progress >"$out/raw/$name.$attempt.client" \
 				2>"$out/raw/$name.$attempt.client.err"; } 2>"$out/raw/$name.$attempt.client.cpu" || crc=$?
@@ -161,9 +164,9 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "nan" || b == "nan" || b == 
 	echo "| mode | conduit rdma:// | ib_send_lat | conduit / perftest | conduit CPU per round trip (us, both sides) |"
 	echo "| --- | --- | --- | --- | --- |"
 	for m in poll event; do
-		read -r cm cmin cmax < <(stats "conduit-$m" 3)
-		read -r pm pmin pmax < <(stats "perftest-$m" 3)
-		read -r um umin umax < <(stats "conduit-$m" 4)
+		read -r cm cmin cmax <<<"$(stats "conduit-$m" 3)"
+		read -r pm pmin pmax <<<"$(stats "perftest-$m" 3)"
+		read -r um umin umax <<<"$(stats "conduit-$m" 4)"
 		label=$([[ $m == poll ]] && echo "polling (conduit default poll_us=100; perftest default)" || echo "event (poll_us=0; ib_send_lat -e)")
 		echo "| $label | $cm ($cmin..$cmax) | $pm ($pmin..$pmax) | $(ratio "$cm" "$pm") | $um ($umin..$umax) |"
 	done

@@ -186,8 +186,8 @@ Status RdmaConnection::setup_resources() {
   if (scope_ == Scope::kPrivate) {
     CONDUIT_ASSIGN_OR_RETURN(auto rx, RegisteredBuffer::create(r.pd, options_.rx_buffer,
                                                                Access::kLocalWrite | Access::kRemoteWrite));
-    r.rx_private = std::make_unique<RegisteredBuffer>(std::move(rx));
-    r.rx = memory::Slice::foreign(r.rx_private->data(), r.rx_private->size(), nullptr);
+    r.rx_private = std::make_shared<RegisteredBuffer>(std::move(rx));
+    r.rx = memory::Slice::foreign(r.rx_private->data(), r.rx_private->size(), [keep = r.rx_private] {});
     r.rx_rkey = r.rx_private->mr().rkey();
   } else {
     CONDUIT_ASSIGN_OR_RETURN(r.rx, arena_->allocate_rx(scope_, options_.rx_buffer));
@@ -257,6 +257,7 @@ bool RdmaConnection::linger() {
 }
 
 void RdmaConnection::close() {
+  detach_share();  // views still held keep their memory; releasing them now changes nothing
   if (phase_ == Phase::kClosed && !res_) return;
   (void)linger();  // takes the resources if writes are still on the wire
   if (res_ && live()) res_->disconnect();
@@ -494,15 +495,18 @@ Status RdmaConnection::register_rx() {
 
 // Gives consumed space back to the writer: in ring mode a Credit once credit_bytes are
 // consumed; in the baseline the whole buffer, re-registered, once all of it is consumed.
+// Consumed means read *and* released: space under a read_owned view still held stays the
+// reader's (so do the bytes after it, which HoldTracker cannot return out of order).
 void RdmaConnection::return_space() {
   if (!sending()) return;
+  const uint64_t upto = holds_.releasable(rx_.tail());
   Status s;
   if (ring()) {
-    if (!rx_.credits_due(options_.credit_bytes)) return;
-    s = send_ctrl(CtrlMsg::credit(rx_.unreturned()));
-    if (s.ok()) (void)rx_.take_credits();
+    if (rx_.returnable(upto) < options_.credit_bytes || rx_.returnable(upto) == 0) return;
+    s = send_ctrl(CtrlMsg::credit(rx_.returnable(upto)));
+    if (s.ok()) (void)rx_.take_credits_to(upto);
   } else {
-    if (rx_.unreturned() != rx_.geometry().capacity()) return;
+    if (rx_.returnable(upto) != rx_.geometry().capacity()) return;
     s = register_rx();
   }
   if (s.ok()) {

@@ -294,7 +294,9 @@ Result<size_t> RdmaConnection::read(std::span<uint8_t> buf) {
     ++stats_.read_would_block;
     return Status::WouldBlock();
   }
-  const Extents e = rx_.readable(buf.size());
+  const uint64_t room = hold_room();
+  if (room == 0) return hold_blocked();
+  const Extents e = rx_.readable(std::min<uint64_t>(buf.size(), room));
   const uint8_t* rx = res_->rx.data();
   std::memcpy(buf.data(), rx + e.first.offset, e.first.len);
   if (e.second.len != 0) std::memcpy(buf.data() + e.first.len, rx, e.second.len);
@@ -313,7 +315,9 @@ Result<std::span<const uint8_t>> RdmaConnection::peek() {
     ++stats_.read_would_block;
     return Status::WouldBlock();
   }
-  const Extent e = rx_.readable(rx_.available()).first;
+  const uint64_t room = hold_room();
+  if (room == 0) return hold_blocked();
+  const Extent e = rx_.readable(std::min(rx_.available(), room)).first;
   peeked_ = e.len;
   return std::span<const uint8_t>(res_->rx.data() + e.offset, e.len);
 }
@@ -324,6 +328,86 @@ Status RdmaConnection::consume(size_t n) {
   peeked_ -= n;
   consumed(n);
   return {};
+}
+
+// Zero-copy receive.  read_owned hands out views of the receive area itself
+// (Slice::foreign over res_->rx, which each view keeps alive).  The read position moves past
+// them, but their space -- and everything read after them -- goes back to the writer only
+// once they are released (ring/hold_tracker.h, the same bookkeeping as shm's): a Credit in
+// ring mode, the re-advertised buffer in the baseline.  The stretch from the oldest held
+// byte to the read position is bounded by hold_bytes; at the bound every read
+// would-blocks and the read handler pauses until a release.  A view released after the
+// connection closed only drops its memory.  Releases come from any thread; off the loop
+// thread they are posted to it.
+Result<size_t> RdmaConnection::read_owned(memory::Chain& out, size_t max) {
+  if (!live()) return io_state();
+  peeked_ = 0;
+  if (max == 0) return size_t{0};
+  // The new view is held itself: with nothing held yet, up to hold_bytes of it.
+  const uint64_t room = holds_.empty() ? options_.hold_bytes : hold_room();
+  if (room == 0) return hold_blocked();
+  if (rx_.available() == 0) {
+    if (phase_ == Phase::kPeerGone) {
+      eof_delivered_ = true;
+      return size_t{0};
+    }
+    ++stats_.read_would_block;
+    return Status::WouldBlock();
+  }
+  const Extent e = rx_.readable(std::min<uint64_t>(max, room)).first;  // contiguous: a wrap is the next call
+  if (!rx_share_) {
+    rx_share_ = std::make_shared<RxShare>();
+    rx_share_->conn = this;
+    rx_share_->loop = &ctx_->loop();
+  }
+  const ring::HoldTracker::Ticket t = holds_.hold(rx_.tail(), e.len);
+  rx_.consume(e.len);
+  stats_.bytes_read += e.len;
+  ++stats_.reads;
+  uint8_t* data = res_->rx.writable_data() + e.offset;
+  out.append(memory::Slice::foreign(
+      data, e.len, [share = rx_share_, t, keep = res_->rx] { release_view(share, t); }, nullptr, 0, rx_share_.get()));
+  return static_cast<size_t>(e.len);
+}
+
+Status RdmaConnection::hold_blocked() {
+  hold_blocked_ = true;
+  ++stats_.read_would_block;
+  return Status::WouldBlock();
+}
+
+void RdmaConnection::release_view(const std::shared_ptr<RxShare>& share, ring::HoldTracker::Ticket t) {
+  std::unique_lock<std::mutex> lock(share->mu);
+  RdmaConnection* conn = share->conn;
+  if (conn == nullptr) return;  // closed: the memory goes when the last view does
+  if (share->loop->in_loop_thread()) {
+    lock.unlock();  // only the loop thread clears conn, and it is us
+    conn->on_released(t);
+    return;
+  }
+  // Posted under the lock: the connection cannot close before the closure is queued; the
+  // closure checks again when it runs.
+  share->loop->post([share, t] {
+    if (share->conn != nullptr) share->conn->on_released(t);
+  });
+}
+
+void RdmaConnection::on_released(ring::HoldTracker::Ticket t) {
+  if (!holds_.release(t) || !live()) return;
+  return_space();
+  if (hold_blocked_ && hold_room() > 0) {
+    hold_blocked_ = false;
+    ctx_->mark_pending_soon(this);  // the read handler runs again
+  }
+}
+
+void RdmaConnection::detach_share() {
+  if (!rx_share_) return;
+  {
+    std::lock_guard<std::mutex> lock(rx_share_->mu);
+    rx_share_->conn = nullptr;
+  }
+  rx_share_.reset();
 }
 
 void RdmaConnection::consumed(size_t n) {

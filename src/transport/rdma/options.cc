@@ -64,6 +64,13 @@ constexpr Row kRows[] = {
     Row::bytes_row("credit_bytes", "0", 0, kMaxRxBuffer, &O::credit_bytes,
                    "ring mode: return space to the writer in steps of this many consumed bytes (0 = `rx_buffer`/4)")
         .default_is("`rx_buffer`/4"),
+    Row::bytes_row("hold_bytes", "0", 0, kMaxRxBuffer, &O::hold_bytes,
+                   "`read_owned` hands out views of the receive area; its space goes back to the writer only when "
+                   "they are released. This bounds the stretch from the oldest held byte to the read position: "
+                   "beyond it every read would-blocks until a release (0 = `rx_buffer`/2). In the baseline "
+                   "(Valkey) protocol a held view stalls the writer once the rest of the buffer is used: it is "
+                   "re-advertised only when all of it is read and released")
+        .default_is("`rx_buffer`/2"),
     Row::number_row("keepalive_ms", "3000", 0, 3'600'000, &O::keepalive_ms, "send a Keepalive this often (0 = never)"),
     Row::number_row("keepalive_timeout_ms", "10000", 0, 3'600'000, &O::keepalive_timeout_ms,
                     "drop a peer that sends keepalives (or negotiated extensions) and then goes silent this long; "
@@ -120,6 +127,7 @@ std::vector<OptionDoc> option_docs() { return document_option_table<O>(kRows); }
 Result<RdmaOptions> parse_options(const Endpoint& ep) {
   CONDUIT_ASSIGN_OR_RETURN(RdmaOptions o, parse_option_table<O>(kRows, ep));
   o.credit_bytes = o.credit_bytes != 0 ? std::min(o.credit_bytes, o.rx_buffer) : o.rx_buffer / 4;
+  o.hold_bytes = o.hold_bytes != 0 ? std::min(o.hold_bytes, o.rx_buffer) : o.rx_buffer / 2;
   return o;
 }
 

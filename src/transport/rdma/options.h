@@ -21,6 +21,7 @@ struct RdmaOptions {
   uint64_t flush_bytes = 64 * 1024;
   uint64_t zero_copy_min = 4096;  // write_owned: smaller pool slices are copied
   uint64_t credit_bytes = 0;  // ring mode: return space in steps of this (0 = rx_buffer / 4)
+  uint64_t hold_bytes = 0;    // read_owned: views held before owned reads would-block (0 = rx_buffer / 2)
   uint64_t keepalive_ms = 3000;
   uint64_t keepalive_timeout_ms = 10000;
   uint64_t connect_timeout_ms = 10000;
