@@ -10,9 +10,10 @@
 // until the completion), so do not write into an attachment's memory until its call ended.
 //
 // Receiving (docs/PROTOCOL.md "Attachments"): bytes come from Connection::read_owned.  On
-// today's transports (tcp, shm, rdma: read_owned copies) an attachment is heap memory of
-// its own size, the application's to keep; it pins no connection memory.  On a transport
-// that lends its receive memory through read_owned (views of its ring) an attachment of up
+// a copying transport (tcp: read_owned copies) an attachment is heap memory of its own
+// size, the application's to keep; it pins no connection memory.  On a transport that
+// lends its receive memory through read_owned (shm: views of its ring; rdma: views of its
+// registered receive area) an attachment of up
 // to the connection's hold cap (ServerOptions / ChannelOptions `attachment_hold_bytes`) is
 // a *view* (is_view()): its bytes are read in place while the handler (server) or stream
 // callback runs, and the connection gets the memory back when that returns.  Every way of

@@ -27,7 +27,7 @@
 // it waits for.  The spin tells every polled member (spin_preempted): adaptive windows
 // close for a cool-down, so those members sleep; fixed ones (busy_poll_us) spin on.
 //
-// Used by shm:// (ring loads) and meant for rdma:// too (a CQ poll instead).
+// Used by shm:// (ring loads) and rdma:// (a CQ poll).
 //
 // Threading: loop thread only.  Lifetime: members hold the group by shared_ptr; the loop
 // keeps a plain pointer in a slot, cleared when the last member lets go (so a loop with no

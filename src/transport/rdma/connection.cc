@@ -204,8 +204,8 @@ Status RdmaConnection::setup_resources() {
   if (scope_ == Scope::kPrivate) {
     CONDUIT_ASSIGN_OR_RETURN(auto rx, RegisteredBuffer::create(r.pd, options_.rx_buffer,
                                                                Access::kLocalWrite | Access::kRemoteWrite));
-    r.rx_private = std::make_unique<RegisteredBuffer>(std::move(rx));
-    r.rx = memory::Slice::foreign(r.rx_private->data(), r.rx_private->size(), nullptr);
+    r.rx_private = std::make_shared<RegisteredBuffer>(std::move(rx));
+    r.rx = memory::Slice::foreign(r.rx_private->data(), r.rx_private->size(), [keep = r.rx_private] {});
     r.rx_rkey = r.rx_private->mr().rkey();
   } else {
     CONDUIT_ASSIGN_OR_RETURN(r.rx, arena_->allocate_rx(scope_, options_.rx_buffer));
@@ -224,6 +224,14 @@ Status RdmaConnection::setup_resources() {
   return {};
 }
 
+RdmaConnection::RdmaConnection(LoopContext* ctx, const RdmaOptions& o, Phase p, bool client)
+    : ctx_(ctx),
+      options_(o),
+      client_side_(client),
+      phase_(p),
+      spin_(o.busy_poll_us != 0 ? AdaptiveSpin::fixed(o.busy_poll_us * 1000)
+                                : AdaptiveSpin::adaptive(o.poll_us * 1000)) {}
+
 RdmaConnection::~RdmaConnection() {
   close();
   ctx_->forget(this);
@@ -238,6 +246,7 @@ void RdmaConnection::cancel_timers() {
 
 void RdmaConnection::release_resources() {
   cancel_timers();
+  stop_spinning();
   if (channel_watched_) (void)ctx_->loop().remove(res_->channel->fd());
   channel_watched_ = false;
   res_.reset();  // QP first, then its memory, CQ, channel, SRQ, PD (QpResources)
@@ -245,7 +254,7 @@ void RdmaConnection::release_resources() {
 
 void RdmaConnection::on_srq_completion(const Completion& wc) {
   if (Status s = handle_completion(wc); !s.ok()) return fail(s);
-  if (options_.busy_poll_us != 0 && live()) busy_since_ns_ = monotonic_ns();
+  if (polling()) spin_.on_work(monotonic_ns());
   ctx_->mark_pending(this);  // the hook flushes and runs the handlers, as on_events would
 }
 
@@ -266,6 +275,7 @@ bool RdmaConnection::linger() {
 }
 
 void RdmaConnection::close() {
+  detach_share();  // views still held keep their memory; releasing them now changes nothing
   if (phase_ == Phase::kClosed && !res_) return;
   (void)linger();  // takes the resources if writes are still on the wire
   if (res_ && live()) res_->disconnect();
@@ -503,15 +513,18 @@ Status RdmaConnection::register_rx() {
 
 // Gives consumed space back to the writer: in ring mode a Credit once credit_bytes are
 // consumed; in the baseline the whole buffer, re-registered, once all of it is consumed.
+// Consumed means read *and* released: space under a read_owned view still held stays the
+// reader's (so do the bytes after it, which HoldTracker cannot return out of order).
 void RdmaConnection::return_space() {
   if (!sending()) return;
+  const uint64_t upto = holds_.releasable(rx_.tail());
   Status s;
   if (ring()) {
-    if (!rx_.credits_due(options_.credit_bytes)) return;
-    s = send_ctrl(CtrlMsg::credit(rx_.unreturned()));
-    if (s.ok()) (void)rx_.take_credits();
+    if (rx_.returnable(upto) < options_.credit_bytes || rx_.returnable(upto) == 0) return;
+    s = send_ctrl(CtrlMsg::credit(rx_.returnable(upto)));
+    if (s.ok()) (void)rx_.take_credits_to(upto);
   } else {
-    if (rx_.unreturned() != rx_.geometry().capacity()) return;
+    if (rx_.returnable(upto) != rx_.geometry().capacity()) return;
     s = register_rx();
   }
   if (s.ok()) {
@@ -669,6 +682,7 @@ Status RdmaConnection::process_cq(int* handled) {
 // (kFeatureSolicited), unless we are waiting for a send completion ourselves.
 Status RdmaConnection::arm_cq() {
   armed_solicited_ = solicited() && !needs_send_events();
+  cq_armed_ = true;
   return res_->cq->arm(armed_solicited_);
 }
 
@@ -683,24 +697,32 @@ void RdmaConnection::ensure_send_events() {
   ctx_->mark_pending(this);
 }
 
+// A completion event.  Event mode re-arms at once; a polling connection leaves the CQ
+// unarmed and polls it from the before-sleep hook until its window closes (then it arms
+// again: arm_for_sleep), so that while traffic is dense no event (a system call on each
+// side) is raised at all.
 void RdmaConnection::on_events(uint32_t) {
   if (!res_) return;
   Status s;
   auto events = res_->cq->consume_events();
   if (!events.ok()) s = events.status();
   else stats_.wakeups += static_cast<uint64_t>(*events);
-  if (s.ok()) s = arm_cq();
-  if (s.ok()) s = process_cq();
+  const bool poll = polling();
+  if (!poll) {
+    if (s.ok()) s = arm_cq();
+  } else {
+    cq_armed_ = armed_solicited_ = false;  // the event used the arming up
+    ctx_->mark_pending(this);              // the hook polls, and arms before the loop sleeps
+  }
+  int handled = 0;
+  if (s.ok()) s = process_cq(&handled);
   if (!s.ok()) {
     fail(s);
   } else if (tx_unposted()) {
     (void)flush(true);  // completions may have freed send-queue slots
   }
   if (live() && armed_solicited_ && needs_send_events()) ensure_send_events();
-  if (options_.busy_poll_us != 0 && live()) {
-    busy_since_ns_ = monotonic_ns();  // traffic: poll for the next completion instead of sleeping
-    ctx_->mark_pending(this);
-  }
+  if (poll && handled != 0) spin_.on_work(monotonic_ns());
   deliver();
 }
 

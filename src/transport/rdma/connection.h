@@ -8,6 +8,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -17,8 +18,11 @@
 #include "conduit/verbs/verbs.h"
 #include "loop_context.h"
 #include "options.h"
+#include "conduit/base/adaptive_spin.h"
+#include "poll/spin_group.h"
 #include "protocol.h"
 #include "resources.h"
+#include "ring/hold_tracker.h"
 #include "ring/ring_cursor.h"
 #include "srq_pool.h"
 
@@ -38,7 +42,11 @@ enum class Phase : uint8_t {
 };
 std::string_view phase_name(Phase p);
 
-class RdmaConnection final : public Connection, public reactor::FdHandler, public CmSink, public SrqClient {
+class RdmaConnection final : public Connection,
+                             public reactor::FdHandler,
+                             public CmSink,
+                             public SrqClient,
+                             private poll::SpinGroup::Member {
  public:
   // Outbound: starts address resolution.
   static Result<std::unique_ptr<RdmaConnection>> start_connect(reactor::EventLoop& loop, const Endpoint& ep,
@@ -58,12 +66,15 @@ class RdmaConnection final : public Connection, public reactor::FdHandler, publi
   // In place: reserve() hands out the staging area the NIC sends from (no copy on our
   // side), peek() the receive area the peer wrote into.  write_owned() posts slices of
   // pool() straight from where they lie (other memory is copied into the staging area) and
-  // releases them when a completion covers their WR.  read_owned() copies (base class).
+  // releases them when a completion covers their WR.  read_owned() hands out views of the
+  // receive area (zero copies); their space returns to the writer when they are released
+  // (connection_io.cc), at most hold_bytes held.
   Result<std::span<uint8_t>> reserve(size_t min, size_t max) override;
   Status commit(size_t n) override;
   Result<std::span<const uint8_t>> peek() override;
   Status consume(size_t n) override;
   Result<size_t> write_owned(memory::Chain& chain) override;
+  Result<size_t> read_owned(memory::Chain& out, size_t max) override;
   void set_read_handler(Handler h) override;
   void set_write_handler(Handler h) override;
   bool has_pending_data() const override { return read_handler_ != nullptr && readable(); }
@@ -96,8 +107,7 @@ class RdmaConnection final : public Connection, public reactor::FdHandler, publi
   uint64_t negotiated_features() const { return features_; }
 
  private:
-  RdmaConnection(LoopContext* ctx, const RdmaOptions& o, Phase p, bool client)
-      : ctx_(ctx), options_(o), client_side_(client), phase_(p) {}
+  RdmaConnection(LoopContext* ctx, const RdmaOptions& o, Phase p, bool client);
 
   verbs::QueuePair* qp() const { return res_ ? res_->qp() : nullptr; }
   // Established with a QP that carries data: our buffer is advertised, the peer's may be.
@@ -110,8 +120,16 @@ class RdmaConnection final : public Connection, public reactor::FdHandler, publi
     return phase_ == Phase::kResolving || phase_ == Phase::kConnecting || phase_ == Phase::kAccepting ||
            phase_ == Phase::kAwaitingBuffer;
   }
+  // Data to read (within the hold bound), or the end of the stream once all is read.
   bool readable() const {
-    return live() ? (rx_.available() > 0 || phase_ == Phase::kPeerGone) : phase_ == Phase::kFailed;
+    if (!live()) return phase_ == Phase::kFailed;
+    return rx_.available() > 0 ? hold_room() > 0 : phase_ == Phase::kPeerGone;
+  }
+  // How much further reads may go while read_owned views are held (UINT64_MAX: none held).
+  uint64_t hold_room() const {
+    if (holds_.empty()) return UINT64_MAX;
+    const uint64_t stretch = rx_.tail() - holds_.releasable(rx_.tail());
+    return stretch >= options_.hold_bytes ? 0 : options_.hold_bytes - stretch;
   }
   // After the peer disconnected, writing is pointless but the write handler must still run
   // once more so the writer learns it (its write then fails, as TCP's would with EPIPE).
@@ -143,12 +161,31 @@ class RdmaConnection final : public Connection, public reactor::FdHandler, publi
   void release_sent();        // application slices whose WRs have completed
   void stage_owned();         // copies unposted owned segments into the staging area
   void consumed(size_t n);    // n bytes read from the receive area: account, return space
+  Status hold_blocked();      // a read at the hold bound
+  // read_owned views: their release callbacks find the connection through this (null once
+  // it is closed); releases on other threads are posted to the loop.
+  struct RxShare {
+    std::mutex mu;
+    RdmaConnection* conn = nullptr;
+    reactor::EventLoop* loop = nullptr;
+  };
+  static void release_view(const std::shared_ptr<RxShare>& share, ring::HoldTracker::Ticket t);
+  void on_released(ring::HoldTracker::Ticket t);
+  void detach_share();
   Status flush(bool batch_end);
   void return_space();
   Status arm_cq();
   void ensure_send_events();
   Status process_cq(int* handled = nullptr);
-  bool busy_poll();
+  // Polling (poll_us, busy_poll_us; connection_io.cc).
+  bool polling() const { return spin_.enabled() && sending() && (read_handler_ || write_handler_); }
+  int poll_completions();  // one poll of the CQ (and the SRQ): completions handled
+  void run_after_poll();   // handlers and flushes after a poll found completions
+  bool arm_for_sleep();    // arms the CQ and re-checks; true: the loop may block
+  void stop_spinning();
+  bool spin_poll(uint64_t now) override;
+  uint64_t spin_deadline() const override;
+  void spin_preempted(uint64_t now) override { spin_.on_preempted(now); }
   Status handle_completion(const verbs::Completion& wc);
   Status handle_ctrl(const CtrlMsg& m);
   Status send_feature(const CtrlMsg& m);
@@ -191,6 +228,9 @@ class RdmaConnection final : public Connection, public reactor::FdHandler, publi
   // space goes back to the peer either all at once by re-registering the whole buffer once
   // it is consumed (baseline), or in credit_bytes steps by Credit messages (ring mode).
   ring::ConsumerCursor rx_{ring::RingGeometry(1)};
+  ring::HoldTracker holds_;  // read_owned views not yet released, by rx_ position
+  bool hold_blocked_ = false;  // a read stopped at the hold bound: a release makes us runnable
+  std::shared_ptr<RxShare> rx_share_;  // created by the first read_owned
   bool eof_delivered_ = false;
   // TX (the peer's RX buffer): write() copies to the staging buffer at the producer's
   // head -- it mirrors the peer's offset for offset -- and flush() posts [posted, head).
@@ -215,6 +255,7 @@ class RdmaConnection final : public Connection, public reactor::FdHandler, publi
   bool credit_blocked_ = false;    // a Credit is due but no control slot was free
   std::optional<CtrlMsg> deferred_feature_;  // a feature message that found no room yet
   bool armed_solicited_ = false;   // the CQ is armed for solicited completions only
+  bool cq_armed_ = false;          // the CQ will raise an event (false while we poll it instead)
   bool poll_again_ = false;        // re-armed for all completions: poll before sleeping
 
   bool peer_keepalive_seen_ = false;
@@ -224,7 +265,8 @@ class RdmaConnection final : public Connection, public reactor::FdHandler, publi
   uint64_t ack_progress_ns_ = 0;     // ... and when it last moved (or nothing was outstanding)
   reactor::TimerId keepalive_timer_ = 0;
   reactor::TimerId connect_timer_ = 0;
-  uint64_t busy_since_ns_ = 0;  // busy polling: last time the CQ had work (0 = not polling)
+  AdaptiveSpin spin_;                      // poll_us / busy_poll_us
+  std::shared_ptr<poll::SpinGroup> spin_group_;  // the loop's, once we spun
   verbs::Completion wcs_[32];
 };
 

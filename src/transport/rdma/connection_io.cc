@@ -1,6 +1,6 @@
 // RdmaConnection: the data path -- write (copy into the staging mirror of the peer's
 // buffer), flush (RDMA WRITE_WITH_IMM of what was written), read, handler delivery, and
-// busy polling.
+// adaptive polling of the CQ.
 #include <cstring>
 
 #include "conduit/base/clock.h"
@@ -22,28 +22,58 @@ bool RdmaConnection::wants_service() const {
          !(phase_ == Phase::kPeerGone && eof_delivered_ && rx_.available() == 0);
 }
 
-// Busy polling (busy_poll_us): while a handler is installed, the before-sleep hook polls the
-// CQ itself and keeps the loop from sleeping until busy_poll_us pass without a completion.
-// Completion events stay armed, so a connection that stops polling misses nothing.  Trades
-// a core for the wakeup: under TCG an event-driven completion costs milliseconds.
-bool RdmaConnection::busy_poll() {
-  if (options_.busy_poll_us == 0 || !live() || (!read_handler_ && !write_handler_)) {
-    busy_since_ns_ = 0;
-    return false;
-  }
+// Polling (poll_us, busy_poll_us; conduit/base/adaptive_spin.h): while a handler is installed and
+// our window is open, the before-sleep hook does not arm the CQ and sleep but polls it --
+// together with the loop's other polling connections, in the loop's SpinGroup -- running
+// handlers and posting what they wrote as completions appear.  Once the window closes
+// without work the CQ is armed and polled once more (a completion that arrived in between
+// raised no event); only then may the loop block.  Invariant: a connection whose CQ is not
+// armed stays on the loop context's pending list, so its hook keeps running.
+int RdmaConnection::poll_completions() {
   int handled = 0;
   if (Status s = process_cq(&handled); !s.ok()) {
     fail(s);
-    return false;
+    return 1;  // the failure is work: the handlers learn it
   }
   if (res_ && res_->srq_attached) handled += res_->srq->process();  // may deliver to other connections too
-  const uint64_t now = monotonic_ns();
-  if (handled != 0 || busy_since_ns_ == 0) busy_since_ns_ = now;
-  if (handled != 0 && tx_unposted()) (void)flush(true);
-  if (now - busy_since_ns_ < options_.busy_poll_us * 1000) return true;
-  busy_since_ns_ = 0;
+  return handled;
+}
+
+void RdmaConnection::run_after_poll() {
+  if (live() && tx_unposted()) (void)flush(true);  // completions may have freed send-queue slots
+  deliver();
+  if (live() && tx_unposted()) (void)flush(true);  // what the handlers wrote goes out now
+}
+
+bool RdmaConnection::arm_for_sleep() {
+  if (!res_ || !res_->cq || cq_armed_) return true;
+  if (Status s = arm_cq(); !s.ok()) {
+    fail(s);
+    return false;
+  }
+  if (poll_completions() == 0) return true;
+  if (spin_.enabled()) spin_.on_work(monotonic_ns());
+  run_after_poll();
   return false;
 }
+
+void RdmaConnection::stop_spinning() {
+  if (spin_group_) spin_group_->leave(this);
+  spin_group_.reset();
+}
+
+bool RdmaConnection::spin_poll(uint64_t now) {
+  if (!polling()) return false;
+  if (poll_completions() == 0) {
+    spin_.on_idle(now);
+    return false;
+  }
+  spin_.on_work(now);
+  run_after_poll();
+  return true;
+}
+
+uint64_t RdmaConnection::spin_deadline() const { return polling() ? spin_.deadline() : 0; }
 
 Status RdmaConnection::post_data(Extent e, bool solicit) {
   const uint32_t len = static_cast<uint32_t>(e.len);
@@ -264,7 +294,9 @@ Result<size_t> RdmaConnection::read(std::span<uint8_t> buf) {
     ++stats_.read_would_block;
     return Status::WouldBlock();
   }
-  const Extents e = rx_.readable(buf.size());
+  const uint64_t room = hold_room();
+  if (room == 0) return hold_blocked();
+  const Extents e = rx_.readable(std::min<uint64_t>(buf.size(), room));
   const uint8_t* rx = res_->rx.data();
   std::memcpy(buf.data(), rx + e.first.offset, e.first.len);
   if (e.second.len != 0) std::memcpy(buf.data() + e.first.len, rx, e.second.len);
@@ -283,7 +315,9 @@ Result<std::span<const uint8_t>> RdmaConnection::peek() {
     ++stats_.read_would_block;
     return Status::WouldBlock();
   }
-  const Extent e = rx_.readable(rx_.available()).first;
+  const uint64_t room = hold_room();
+  if (room == 0) return hold_blocked();
+  const Extent e = rx_.readable(std::min(rx_.available(), room)).first;
   peeked_ = e.len;
   return std::span<const uint8_t>(res_->rx.data() + e.offset, e.len);
 }
@@ -294,6 +328,86 @@ Status RdmaConnection::consume(size_t n) {
   peeked_ -= n;
   consumed(n);
   return {};
+}
+
+// Zero-copy receive.  read_owned hands out views of the receive area itself
+// (Slice::foreign over res_->rx, which each view keeps alive).  The read position moves past
+// them, but their space -- and everything read after them -- goes back to the writer only
+// once they are released (ring/hold_tracker.h, the same bookkeeping as shm's): a Credit in
+// ring mode, the re-advertised buffer in the baseline.  The stretch from the oldest held
+// byte to the read position is bounded by hold_bytes; at the bound every read
+// would-blocks and the read handler pauses until a release.  A view released after the
+// connection closed only drops its memory.  Releases come from any thread; off the loop
+// thread they are posted to it.
+Result<size_t> RdmaConnection::read_owned(memory::Chain& out, size_t max) {
+  if (!live()) return io_state();
+  peeked_ = 0;
+  if (max == 0) return size_t{0};
+  // The new view is held itself: with nothing held yet, up to hold_bytes of it.
+  const uint64_t room = holds_.empty() ? options_.hold_bytes : hold_room();
+  if (room == 0) return hold_blocked();
+  if (rx_.available() == 0) {
+    if (phase_ == Phase::kPeerGone) {
+      eof_delivered_ = true;
+      return size_t{0};
+    }
+    ++stats_.read_would_block;
+    return Status::WouldBlock();
+  }
+  const Extent e = rx_.readable(std::min<uint64_t>(max, room)).first;  // contiguous: a wrap is the next call
+  if (!rx_share_) {
+    rx_share_ = std::make_shared<RxShare>();
+    rx_share_->conn = this;
+    rx_share_->loop = &ctx_->loop();
+  }
+  const ring::HoldTracker::Ticket t = holds_.hold(rx_.tail(), e.len);
+  rx_.consume(e.len);
+  stats_.bytes_read += e.len;
+  ++stats_.reads;
+  uint8_t* data = res_->rx.writable_data() + e.offset;
+  out.append(memory::Slice::foreign(
+      data, e.len, [share = rx_share_, t, keep = res_->rx] { release_view(share, t); }, nullptr, 0, rx_share_.get()));
+  return static_cast<size_t>(e.len);
+}
+
+Status RdmaConnection::hold_blocked() {
+  hold_blocked_ = true;
+  ++stats_.read_would_block;
+  return Status::WouldBlock();
+}
+
+void RdmaConnection::release_view(const std::shared_ptr<RxShare>& share, ring::HoldTracker::Ticket t) {
+  std::unique_lock<std::mutex> lock(share->mu);
+  RdmaConnection* conn = share->conn;
+  if (conn == nullptr) return;  // closed: the memory goes when the last view does
+  if (share->loop->in_loop_thread()) {
+    lock.unlock();  // only the loop thread clears conn, and it is us
+    conn->on_released(t);
+    return;
+  }
+  // Posted under the lock: the connection cannot close before the closure is queued; the
+  // closure checks again when it runs.
+  share->loop->post([share, t] {
+    if (share->conn != nullptr) share->conn->on_released(t);
+  });
+}
+
+void RdmaConnection::on_released(ring::HoldTracker::Ticket t) {
+  if (!holds_.release(t) || !live()) return;
+  return_space();
+  if (hold_blocked_ && hold_room() > 0) {
+    hold_blocked_ = false;
+    ctx_->mark_pending_soon(this);  // the read handler runs again
+  }
+}
+
+void RdmaConnection::detach_share() {
+  if (!rx_share_) return;
+  {
+    std::lock_guard<std::mutex> lock(rx_share_->mu);
+    rx_share_->conn = nullptr;
+  }
+  rx_share_.reset();
 }
 
 void RdmaConnection::consumed(size_t n) {
@@ -322,19 +436,38 @@ void RdmaConnection::deliver() {
   if (wants_service()) ctx_->mark_pending(this);
 }
 
+// The before-sleep hook (through the loop context's pending list).  True: stay on the
+// list (and keep the loop from blocking).
 bool RdmaConnection::run_deferred() {
   if (poll_again_ && live()) {
     poll_again_ = false;
     if (Status s = process_cq(); !s.ok()) fail(s);
   }
-  const bool polling = busy_poll();
+  const bool poll = polling();
+  const int handled = poll ? poll_completions() : 0;
   if (live()) {
     Status s = flush(true);
     if (s.is_error()) fail(s);
   }
   deliver();
-  // Stay on the list while something is left that no event will announce.
-  return wants_service() || (polling && live());
+  if (!live()) return wants_service();
+  if (!polling()) return wants_service() || !arm_for_sleep();
+  const uint64_t now = monotonic_ns();
+  if (handled != 0)
+    spin_.on_work(now);
+  else
+    spin_.on_idle(now);
+  if (wants_service()) return true;  // a handler left work: the hook runs again at once
+  if (spin_.deadline() > now) {
+    if (!spin_group_) spin_group_ = poll::SpinGroup::of(ctx_->loop());
+    const bool pending = spin_group_->spin(this, now);
+    if (!live()) return wants_service();
+    if (pending || handled != 0) return true;
+  } else if (handled != 0) {
+    return true;
+  }
+  spin_.on_sleep();
+  return wants_service() || !arm_for_sleep();
 }
 
 }  // namespace conduit::transport::rdma

@@ -42,8 +42,15 @@ void LoopContext::release() {
   destroy();
 }
 
+void LoopContext::mark_pending_soon(RdmaConnection* c) {
+  pending_.insert(c);
+  if (in_hook_ || hook_iteration_ != loop_.iterations() || nudge_timer_ != 0 || loop_gone_) return;
+  nudge_timer_ = loop_.run_after(0, [this] { nudge_timer_ = 0; });
+}
+
 void LoopContext::destroy() {
   if (!loop_gone_) {
+    if (nudge_timer_ != 0) loop_.cancel(nudge_timer_);
     loop_.set_slot(&kSlotKey, nullptr);
     for (auto& [key, pool] : srqs_) (void)loop_.remove(pool->fd());
     (void)loop_.remove(channel_->fd());
@@ -152,6 +159,7 @@ void LoopContext::on_events(uint32_t) {
 }
 
 bool LoopContext::run_pending() {
+  hook_iteration_ = loop_.iterations();
   if (!retired_.empty()) {
     retired_.clear();
     if (refs_ == 0 && closers_.empty()) {
@@ -168,9 +176,11 @@ bool LoopContext::run_pending() {
   // a closed one's run_deferred does nothing).
   std::vector<RdmaConnection*> batch(pending_.begin(), pending_.end());
   pending_.clear();
+  in_hook_ = true;
   for (RdmaConnection* c : batch) {
     if (c->run_deferred()) pending_.insert(c);
   }
+  in_hook_ = false;
   return !pending_.empty();
 }
 

@@ -58,6 +58,10 @@ class LoopContext final : public reactor::FdHandler {
   static std::vector<SrqStats> srq_stats(reactor::EventLoop& loop);
   static std::vector<ArenaStats> arena_stats(reactor::EventLoop& loop);
   void mark_pending(RdmaConnection* c) { pending_.insert(c); }
+  // mark_pending from outside the loop's view (a read_owned view released by a later
+  // before-sleep hook of the same iteration): keeps the loop from blocking before our hook
+  // runs again (a zero-delay timer; nothing when the hook is still to come).
+  void mark_pending_soon(RdmaConnection* c);
   void forget(RdmaConnection* c) { pending_.erase(c); }
 
   void on_events(uint32_t events) override;
@@ -79,6 +83,9 @@ class LoopContext final : public reactor::FdHandler {
   std::vector<std::unique_ptr<Closer>> retired_;
   reactor::EventLoop::HookId hook_ = 0;
   reactor::EventLoop::HookId teardown_ = 0;
+  uint64_t hook_iteration_ = 0;  // loop iteration in which run_pending last started
+  bool in_hook_ = false;
+  reactor::TimerId nudge_timer_ = 0;
   bool loop_gone_ = false;
   bool tearing_down_ = false;
   int refs_ = 0;

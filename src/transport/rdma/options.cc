@@ -64,6 +64,13 @@ constexpr Row kRows[] = {
     Row::bytes_row("credit_bytes", "0", 0, kMaxRxBuffer, &O::credit_bytes,
                    "ring mode: return space to the writer in steps of this many consumed bytes (0 = `rx_buffer`/4)")
         .default_is("`rx_buffer`/4"),
+    Row::bytes_row("hold_bytes", "0", 0, kMaxRxBuffer, &O::hold_bytes,
+                   "`read_owned` hands out views of the receive area; its space goes back to the writer only when "
+                   "they are released. This bounds the stretch from the oldest held byte to the read position: "
+                   "beyond it every read would-blocks until a release (0 = `rx_buffer`/2). In the baseline "
+                   "(Valkey) protocol a held view stalls the writer once the rest of the buffer is used: it is "
+                   "re-advertised only when all of it is read and released")
+        .default_is("`rx_buffer`/2"),
     Row::number_row("keepalive_ms", "3000", 0, 3'600'000, &O::keepalive_ms, "send a Keepalive this often (0 = never)"),
     Row::number_row("keepalive_timeout_ms", "10000", 0, 3'600'000, &O::keepalive_timeout_ms,
                     "drop a peer that sends keepalives (or negotiated extensions) and then goes silent this long; "
@@ -79,8 +86,16 @@ constexpr Row kRows[] = {
                     "inbound handshakes in progress (each holds a QP and registered memory); further connect "
                     "requests are rejected at once; `Listener::stats().handshakes` counts them")
         .listener(),
+    Row::number_row("poll_us", "100", 0, 1'000'000, &O::poll_us,
+                    "adaptive polling: after running out of work, poll the CQ for up to this long before arming "
+                    "the completion channel and sleeping. The window tunes itself from the idle gaps seen "
+                    "(`src/transport/poll/`, the same policy as shm://): it polls while traffic is recent and "
+                    "dense and turns itself off when the connection idles; the connections of one loop spin "
+                    "together; a spin that loses its CPU stops polling for a cool-down (1 ms, doubling to 1 s). "
+                    "0 = pure event mode: arm and block at once (compare with perftest `-e`)"),
     Row::number_row("busy_poll_us", "0", 0, 1'000'000, &O::busy_poll_us,
-                    "poll the CQ from the loop instead of sleeping, for this long after the last completion"),
+                    "fixed polling instead: poll the CQ this long without a completion before sleeping, never "
+                    "tuned (trades a core for the wakeup: for dedicated cores). Non-zero overrides `poll_us`"),
     Row::custom_row("device", "", parse_device, "name", "refuse connections whose route uses another device (e.g. "
                                                         "`rxe0`)")
         .default_is("any"),
@@ -112,6 +127,7 @@ std::vector<OptionDoc> option_docs() { return document_option_table<O>(kRows); }
 Result<RdmaOptions> parse_options(const Endpoint& ep) {
   CONDUIT_ASSIGN_OR_RETURN(RdmaOptions o, parse_option_table<O>(kRows, ep));
   o.credit_bytes = o.credit_bytes != 0 ? std::min(o.credit_bytes, o.rx_buffer) : o.rx_buffer / 4;
+  o.hold_bytes = o.hold_bytes != 0 ? std::min(o.hold_bytes, o.rx_buffer) : o.rx_buffer / 2;
   return o;
 }
 

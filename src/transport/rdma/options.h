@@ -21,13 +21,15 @@ struct RdmaOptions {
   uint64_t flush_bytes = 64 * 1024;
   uint64_t zero_copy_min = 4096;  // write_owned: smaller pool slices are copied
   uint64_t credit_bytes = 0;  // ring mode: return space in steps of this (0 = rx_buffer / 4)
+  uint64_t hold_bytes = 0;    // read_owned: views held before owned reads would-block (0 = rx_buffer / 2)
   uint64_t keepalive_ms = 3000;
   uint64_t keepalive_timeout_ms = 10000;
   uint64_t connect_timeout_ms = 10000;
   uint64_t linger_ms = 5000;
   uint64_t backlog = 1024;
   uint64_t max_handshakes = 1024;  // listener: handshakes in progress before requests are refused
-  uint64_t busy_poll_us = 0;
+  uint64_t poll_us = 100;      // adaptive polling window bound (conduit/base/adaptive_spin.h); 0 = event mode
+  uint64_t busy_poll_us = 0;   // fixed polling window instead (overrides poll_us)
   std::string features = "all";
   std::string device;
   bool srq = false;  // receives from the loop's shared receive queue (SrqPool)

@@ -23,8 +23,11 @@ struct QpResources {
   std::shared_ptr<verbs::CompletionChannel> channel;
   std::shared_ptr<verbs::CompletionQueue> cq;
   memory::Slice ctrl;  // arena: receive slots (none with srq), then send slots
-  std::unique_ptr<verbs::RegisteredBuffer> rx_private;  // scope=private: the receive area's own registration
-  memory::Slice rx;    // our receive area, written by the peer (arena, or a view of rx_private)
+  // scope=private: the receive area's own registration (rx keeps it too, for read_owned views)
+  std::shared_ptr<verbs::RegisteredBuffer> rx_private;
+  // Our receive area, written by the peer (arena, or a view of rx_private).  read_owned
+  // views hold a reference: the memory outlives the connection while they exist.
+  memory::Slice rx;
   memory::Slice tx;    // arena: staging, mirrors the peer's receive buffer
   // Application slices posted from (write_owned), with the tracker sequence of their WR:
   // released once a completion covers it -- or with these resources, after the QP is gone.

@@ -158,6 +158,15 @@ class ConsumerCursor {
     returned_ = tail_;
     return n;
   }
+  // The same, only up to `pos` (returned position <= pos <= tail()): bytes read but still
+  // held by the application (HoldTracker) are not given back yet.
+  constexpr uint64_t returnable(uint64_t pos) const { return pos - returned_; }
+  constexpr uint64_t take_credits_to(uint64_t pos) {
+    assert(pos - returned_ <= tail_ - returned_);
+    const uint64_t n = pos - returned_;
+    returned_ = pos;
+    return n;
+  }
 
  private:
   RingGeometry geom_;
