@@ -362,7 +362,7 @@ TEST(SpinGroup, APreemptedSpinEndsAndTellsTheMembers) {
     return b.spin_deadline() > now && g->spin(&b, now);
   });
   ASSERT_TRUE(loop->run_once(0).ok());  // both join (b after the spin: told not to block)
-  b.stall_ns = 5 * SpinGroup::kPreemptedNs;
+  b.stall_ns = 5 * AdaptiveSpin::kPreemptedNs;
   ASSERT_TRUE(loop->run_once(0).ok());
   EXPECT_FALSE(result) << "no work ran: the members sleep";
   // At least once (b's stall); a loaded machine may have preempted the first spin too.

@@ -55,6 +55,9 @@ class AdaptiveSpin {
   static constexpr uint64_t kFloorNs = 2'000;  // smallest window worth spinning
   static constexpr uint64_t kMinCooldownNs = 1'000'000;  // after a preempted spin
   static constexpr uint64_t kMaxCooldownNs = 1'000'000'000;
+  // A poll that took longer than this lost its CPU (the caller then calls on_preempted):
+  // one poll costs well under a microsecond, a scheduler time slice milliseconds.
+  static constexpr uint64_t kPreemptedNs = 30'000;
 
   AdaptiveSpin() = default;  // off
   static AdaptiveSpin off() { return AdaptiveSpin(); }

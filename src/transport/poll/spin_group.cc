@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "conduit/base/adaptive_spin.h"
 #include "conduit/base/clock.h"
 
 namespace conduit::transport::poll {
@@ -95,7 +96,7 @@ bool SpinGroup::spin(Member* m, uint64_t now) {
     }
     cpu_relax();
     const uint64_t t = monotonic_ns();
-    if (t - now > kPreemptedNs) {
+    if (t - now > AdaptiveSpin::kPreemptedNs) {
       // Lost the CPU: tell every polled member.  Adaptive windows close (their cool-down);
       // fixed ones stay open and the spin goes on for them.
       ++preemptions_;

@@ -22,9 +22,9 @@
 // their peers wake them the usual way (for shm, a doorbell; it is seen at the end of the
 // current slice at the latest).
 //
-// Contention: if the clock jumps by more than kPreemptedNs between two polls (outside the
-// handlers), the spinning thread lost its CPU -- to another thread, possibly the very peer
-// it waits for.  The spin tells every polled member (spin_preempted): adaptive windows
+// Contention: if the clock jumps by more than AdaptiveSpin::kPreemptedNs between two polls
+// (outside the handlers), the spinning thread lost its CPU -- to another thread, possibly
+// the very peer it waits for.  The spin tells every polled member (spin_preempted): adaptive windows
 // close for a cool-down, so those members sleep; fixed ones (busy_poll_us) spin on.
 //
 // Used by shm:// (ring loads) and rdma:// (a CQ poll).
@@ -48,8 +48,6 @@ class SpinGroup : public std::enable_shared_from_this<SpinGroup> {
  public:
   // A spin yields to the loop after this long even if work keeps coming.
   static constexpr uint64_t kSliceNs = 50'000;
-  // A pause this long between two polls means the thread was descheduled.
-  static constexpr uint64_t kPreemptedNs = 30'000;
 
   class Member {
    public:
