@@ -6,11 +6,12 @@
 # (every SET then formats its two channel names and finds no subscriber).
 #
 #   bench/kv_notify_cost.sh --before /path/to/old/conduit-kv [--build DIR] [--rounds N]
-#                           [--requests N] [--out FILE]
+#                           [--requests N] [--no-pin] [--out FILE]
 #
 # Target: with notifications off, SET rps within noise of --before (the cost is one test of
-# a word per event site).  Servers pinned to CPU 0, redis-benchmark to CPU 1, persistence
-# off; medians with min..max.  Each redis-benchmark run is killed after 60 s.  Exit 0
+# a word per event site).  Servers pinned to CPU 0, redis-benchmark to CPU 1 (--no-pin:
+# not pinned, for a machine that other work keeps busy), persistence off; medians with
+# min..max.  Each redis-benchmark run is killed after 60 s.  Exit 0
 # whether or not the target is met (a measurement); 1 if something failed to run.
 set -euo pipefail
 
@@ -20,6 +21,7 @@ before=""
 rounds=7
 requests=1000000
 out=""
+pin=1
 while [[ $# -gt 0 ]]; do
   case $1 in
     --before) before=$2; shift 2 ;;
@@ -27,7 +29,8 @@ while [[ $# -gt 0 ]]; do
     --rounds) rounds=$2; shift 2 ;;
     --requests) requests=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
-    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+    --no-pin) pin=0; shift ;;
+    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -38,7 +41,7 @@ for t in redis-benchmark redis-cli python3; do
   command -v $t >/dev/null || { echo "$t not found: apt-get install redis-tools python3" >&2; exit 1; }
 done
 SRV_CPU=""; CLI_CPU=""
-if command -v taskset >/dev/null && [[ $(nproc) -ge 2 ]]; then SRV_CPU="taskset -c 0"; CLI_CPU="taskset -c 1"; fi
+if [[ $pin == 1 ]] && command -v taskset >/dev/null && [[ $(nproc) -ge 2 ]]; then SRV_CPU="taskset -c 0"; CLI_CPU="taskset -c 1"; fi
 
 work=$(mktemp -d /tmp/kv-notify-cost-XXXXXX)
 pids=()
@@ -70,7 +73,7 @@ start on "$after" --notify-keyspace-events KEA; p_on=$started_port
   { echo "the KEA server does not report AKE" >&2; exit 1; }
 
 echo "kv_notify_cost: before=$before after=$after (off, and KEA with no subscriber)"
-echo "  host: $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg) at $(date -u +%H:%M:%SZ), rounds $rounds, -n $requests"
+echo "  host: $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg) at $(date -u +%H:%M:%SZ), rounds $rounds, -n $requests, pinned: $pin"
 results=$work/results.csv
 : > "$results"
 names=(before off on)
