@@ -226,39 +226,12 @@ void pick_by_rank(const ZOrder& o, int64_t start, int64_t end, bool rev, ZPicked
   }
 }
 
-void pick_by_score(const ZOrder& o, const ScoreRange& r, bool rev, int64_t offset, int64_t limit, ZPicked* out) {
-  if (!rev) {
-    for (auto it = o.lower_bound({r.min, std::string()}); it != o.end(); ++it) {
-      if (!r.above_min(it->first)) continue;
-      if (!r.below_max(it->first)) break;
-      if (offset > 0) {
-        --offset;
-        continue;
-      }
-      if (limit == 0) break;
-      out->push_back(&*it);
-      if (limit > 0) --limit;
-    }
-  } else {
-    // Start after the last item scored <= max (members of that score sort after "").
-    auto it = std::make_reverse_iterator(std::find_if(o.lower_bound({r.max, std::string()}), o.end(),
-                                                      [&](const ZItem& x) { return x.first > r.max; }));
-    for (; it != o.rend(); ++it) {
-      if (!r.below_max(it->first)) continue;
-      if (!r.above_min(it->first)) break;
-      if (offset > 0) {
-        --offset;
-        continue;
-      }
-      if (limit == 0) break;
-      out->push_back(&*it);
-      if (limit > 0) --limit;
-    }
-  }
-}
-
-void pick_by_lex(const ZOrder& o, const LexRange& r, bool rev, int64_t offset, int64_t limit, ZPicked* out) {
-  auto take = [&](const ZItem& x) {
+// ZRANGE's LIMIT over a walk of the order: skips `offset` items, then takes up to `limit`
+// (< 0: all); take() is false once the limit is reached (the walk stops).
+struct RangeWindow {
+  int64_t offset, limit;
+  ZPicked* out;
+  bool take(const ZItem& x) {
     if (offset > 0) {
       --offset;
       return true;
@@ -267,18 +240,42 @@ void pick_by_lex(const ZOrder& o, const LexRange& r, bool rev, int64_t offset, i
     out->push_back(&x);
     if (limit > 0) --limit;
     return true;
-  };
+  }
+};
+
+void pick_by_score(const ZOrder& o, const ScoreRange& r, bool rev, int64_t offset, int64_t limit, ZPicked* out) {
+  RangeWindow w{offset, limit, out};
+  if (!rev) {
+    for (auto it = o.lower_bound({r.min, std::string()}); it != o.end(); ++it) {
+      if (!r.above_min(it->first)) continue;
+      if (!r.below_max(it->first)) break;
+      if (!w.take(*it)) break;
+    }
+  } else {
+    // Start after the last item scored <= max (members of that score sort after "").
+    auto it = std::make_reverse_iterator(std::find_if(o.lower_bound({r.max, std::string()}), o.end(),
+                                                      [&](const ZItem& x) { return x.first > r.max; }));
+    for (; it != o.rend(); ++it) {
+      if (!r.below_max(it->first)) continue;
+      if (!r.above_min(it->first)) break;
+      if (!w.take(*it)) break;
+    }
+  }
+}
+
+void pick_by_lex(const ZOrder& o, const LexRange& r, bool rev, int64_t offset, int64_t limit, ZPicked* out) {
+  RangeWindow w{offset, limit, out};
   if (!rev) {
     for (const ZItem& x : o) {
       if (!r.above_min(x.second)) continue;
       if (!r.below_max(x.second)) break;
-      if (!take(x)) break;
+      if (!w.take(x)) break;
     }
   } else {
     for (auto it = o.rbegin(); it != o.rend(); ++it) {
       if (!r.below_max(it->second)) continue;
       if (!r.above_min(it->second)) break;
-      if (!take(*it)) break;
+      if (!w.take(*it)) break;
     }
   }
 }
