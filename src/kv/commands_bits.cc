@@ -44,7 +44,7 @@ Entry* string_for_write(CommandContext& ctx, std::string_view key, bool* created
   Entry* e = lookup_write(ctx, key);
   *created = false;
   if (e == nullptr) {
-    e = ctx.db->add(key);
+    e = add_key(ctx, key);
     *created = true;
     return e;
   }
@@ -72,7 +72,10 @@ void setbit_cmd(CommandContext& ctx) {
   const bool old = (b >> bit) & 1;
   b = static_cast<unsigned char>((b & ~(1u << bit)) | (static_cast<unsigned>(on) << bit));
   e->str[byte] = static_cast<char>(b);
-  if (created || grown || old != on) ++ctx.dirty;
+  if (created || grown || old != on) {
+    ++ctx.dirty;
+    ctx.notify(kNotifyString, "setbit", ctx.arg(1));
+  }
   ctx.reply.integer(old ? 1 : 0);
 }
 
@@ -219,16 +222,18 @@ void bitop_cmd(CommandContext& ctx) {
     if (d != nullptr) {
       ctx.db->remove(d);
       ++ctx.dirty;
+      ctx.notify(kNotifyGeneric, "del", ctx.arg(2));
     }
     return ctx.reply.integer(0);
   }
-  if (d == nullptr) d = ctx.db->add(ctx.arg(2));
+  if (d == nullptr) d = add_key(ctx, ctx.arg(2));
   else {
     d->clear_value();
     ctx.db->persist(d);
   }
   d->str = std::move(res);
   ++ctx.dirty;
+  ctx.notify(kNotifyString, "set", ctx.arg(2));
   ctx.reply.integer(static_cast<int64_t>(maxlen));
 }
 
@@ -375,6 +380,7 @@ void bitfield_generic(CommandContext& ctx, bool readonly) {
   }
   if (created) ++ctx.dirty;
   static const std::string kEmpty;
+  bool changed = false;  // a write that did not FAIL (Redis notifies "setbit" then)
   ctx.reply.array(ops.size());
   for (const FieldOp& f : ops) {
     const std::string& s = e != nullptr ? e->str : kEmpty;
@@ -395,6 +401,7 @@ void bitfield_generic(CommandContext& ctx, bool readonly) {
         continue;
       }
       set_field(e->str, f.offset, f.bits, static_cast<uint64_t>(nv));
+      changed = true;
       if (nv != old) ++ctx.dirty;
       ctx.reply.integer(f.op == FieldOp::kSet ? old : nv);
     } else {
@@ -409,10 +416,12 @@ void bitfield_generic(CommandContext& ctx, bool readonly) {
         continue;
       }
       set_field(e->str, f.offset, f.bits, nv);
+      changed = true;
       if (nv != old) ++ctx.dirty;
       ctx.reply.integer(static_cast<int64_t>(f.op == FieldOp::kSet ? old : nv));
     }
   }
+  if (changed) ctx.notify(kNotifyString, "setbit", ctx.arg(1));
 }
 void bitfield_cmd(CommandContext& ctx) { bitfield_generic(ctx, false); }
 void bitfield_ro_cmd(CommandContext& ctx) { bitfield_generic(ctx, true); }

@@ -31,10 +31,12 @@ std::string_view CommandContext::own(std::string s) {
 
 Entry* lookup_read(CommandContext& ctx, std::string_view key) {
   Entry* e = ctx.server.lookup(*ctx.db, key);
-  if (e != nullptr)
+  if (e != nullptr) {
     ++ctx.server.stats_.keyspace_hits;
-  else
+  } else {
     ++ctx.server.stats_.keyspace_misses;
+    ctx.notify(kNotifyKeyMiss, "keymiss", key);
+  }
   return e;
 }
 
@@ -149,8 +151,14 @@ std::string unknown_subcommand(std::string_view sub, std::string_view cmd) {
   return "ERR unknown subcommand '" + std::string(sub.substr(0, 128)) + "'. Try " + std::string(cmd) + " HELP.";
 }
 
-Entry* create_typed(CommandContext& ctx, std::string_view key, Type t) {
+Entry* add_key(CommandContext& ctx, std::string_view key) {
   Entry* e = ctx.db->add(key);
+  ctx.notify(kNotifyNew, "new", key);
+  return e;
+}
+
+Entry* create_typed(CommandContext& ctx, std::string_view key, Type t, bool is_new) {
+  Entry* e = is_new ? add_key(ctx, key) : ctx.db->add(key);
   e->type = t;
   switch (t) {
     case Type::kList: e->list = std::make_unique<ListValue>(); break;

@@ -29,6 +29,7 @@ void hset_cmd(CommandContext& ctx) {
     }
   }
   ctx.dirty += (ctx.argc() - 2) / 2;
+  ctx.notify(kNotifyHash, "hset", ctx.arg(1));
   if (ctx.cmd->name[1] == 'm')  // hmset
     ctx.reply.ok();
   else
@@ -42,6 +43,7 @@ void hsetnx_cmd(CommandContext& ctx) {
   if (f.find(ctx.arg(2)) != f.end()) return ctx.reply.integer(0);
   f.emplace(std::string(ctx.arg(2)), std::string(ctx.arg(3)));
   ++ctx.dirty;
+  ctx.notify(kNotifyHash, "hset", ctx.arg(1));
   ctx.reply.integer(1);
 }
 
@@ -96,7 +98,11 @@ void hdel_cmd(CommandContext& ctx) {
     ++n;
   }
   ctx.dirty += static_cast<uint64_t>(n);
-  if (f.empty()) ctx.db->remove(e);
+  if (n > 0) ctx.notify(kNotifyHash, "hdel", ctx.arg(1));
+  if (f.empty()) {
+    ctx.db->remove(e);
+    ctx.notify(kNotifyGeneric, "del", ctx.arg(1));
+  }
   ctx.reply.integer(n);
 }
 
@@ -157,6 +163,7 @@ void hincrby_cmd(CommandContext& ctx) {
   else
     it->second = s;
   ++ctx.dirty;
+  ctx.notify(kNotifyHash, "hincrby", ctx.arg(1));
   ctx.reply.integer(v);
 }
 
@@ -182,6 +189,7 @@ void hincrbyfloat_cmd(CommandContext& ctx) {
   if (it == f.end()) f.emplace(std::string(ctx.arg(2)), s);
   else it->second = s;
   ++ctx.dirty;
+  ctx.notify(kNotifyHash, "hincrbyfloat", ctx.arg(1));
   ctx.reply.bulk(s);
   // Replayed as HSET of the result, so that the AOF does not depend on float rounding.
   ctx.propagate_as({"HSET", ctx.arg(1), ctx.arg(2), ctx.own(s)});

@@ -21,6 +21,7 @@ void del_cmd(CommandContext& ctx) {
     Entry* e = lookup_write(ctx, ctx.arg(j));
     if (e == nullptr) continue;
     ctx.db->remove(e);
+    ctx.notify(kNotifyGeneric, "del", ctx.arg(j));
     ++n;
   }
   ctx.dirty += static_cast<uint64_t>(n);
@@ -63,6 +64,7 @@ void expire_generic(CommandContext& ctx, int64_t base_ms, bool seconds) {
   if (when <= ctx.now_ms() && !ctx.server.loading()) {
     ctx.db->remove(e);
     ctx.propagate_as({"DEL", ctx.arg(1)});
+    ctx.notify(kNotifyGeneric, "del", ctx.arg(1));
     return ctx.reply.integer(1);
   }
   // Only the AOF loader gets here with a time in the past; a negative one would read as
@@ -72,6 +74,7 @@ void expire_generic(CommandContext& ctx, int64_t base_ms, bool seconds) {
   char buf[24];
   const size_t n = ll2string(buf, when);
   ctx.propagate_as({"PEXPIREAT", ctx.arg(1), ctx.own(std::string(buf, n))});
+  ctx.notify(kNotifyGeneric, "expire", ctx.arg(1));
   ctx.reply.integer(1);
 }
 void expire_cmd(CommandContext& ctx) { expire_generic(ctx, ctx.now_ms(), true); }
@@ -101,6 +104,7 @@ void persist_cmd(CommandContext& ctx) {
   if (e == nullptr || e->expire_ms < 0) return ctx.reply.integer(0);
   ctx.db->persist(e);
   ++ctx.dirty;
+  ctx.notify(kNotifyGeneric, "persist", ctx.arg(1));
   ctx.reply.integer(1);
 }
 
@@ -212,6 +216,9 @@ void rename_generic(CommandContext& ctx, bool nx) {
   }
   move_entry(*ctx.db, s, *ctx.db, dst);
   ctx.dirty += 2;
+  ctx.notify(kNotifyNew, "new", dst);
+  ctx.notify(kNotifyGeneric, "rename_from", src);
+  ctx.notify(kNotifyGeneric, "rename_to", dst);
   nx ? ctx.reply.integer(1) : ctx.reply.ok();
 }
 void rename_cmd(CommandContext& ctx) { rename_generic(ctx, false); }
@@ -265,6 +272,9 @@ void move_cmd(CommandContext& ctx) {
   if (ctx.server.lookup(dst, ctx.arg(1)) != nullptr) return ctx.reply.integer(0);
   move_entry(*ctx.db, e, dst, ctx.arg(1));
   ctx.touched(ctx.arg(1), to);
+  ctx.notify(kNotifyNew, "new", ctx.arg(1), to);
+  ctx.notify(kNotifyGeneric, "move_from", ctx.arg(1));
+  ctx.notify(kNotifyGeneric, "move_to", ctx.arg(1), to);
   ++ctx.dirty;
   ctx.reply.integer(1);
 }
@@ -295,6 +305,8 @@ void copy_cmd(CommandContext& ctx) {
   copy_value(e, d);
   if (e->expire_ms >= 0) ddb.set_expire(d, e->expire_ms);
   ctx.touched(dst, to);
+  ctx.notify(kNotifyNew, "new", dst, to);
+  ctx.notify(kNotifyGeneric, "copy_to", dst, to);
   ++ctx.dirty;
   ctx.reply.integer(1);
 }

@@ -26,6 +26,7 @@ void push_generic(CommandContext& ctx, bool left, bool only_existing) {
       items.emplace_back(ctx.arg(j));
   }
   ctx.dirty += ctx.argc() - 2;
+  ctx.notify(kNotifyList, left ? "lpush" : "rpush", ctx.arg(1));
   ctx.reply.integer(static_cast<int64_t>(items.size()));
 }
 void lpush_cmd(CommandContext& ctx) { push_generic(ctx, true, false); }
@@ -55,7 +56,11 @@ void pop_generic(CommandContext& ctx, bool left) {
     }
   }
   ctx.dirty += n;
-  if (items.empty()) ctx.db->remove(e);
+  ctx.notify(kNotifyList, left ? "lpop" : "rpop", ctx.arg(1));
+  if (items.empty()) {
+    ctx.db->remove(e);
+    ctx.notify(kNotifyGeneric, "del", ctx.arg(1));
+  }
 }
 void lpop_cmd(CommandContext& ctx) { pop_generic(ctx, true); }
 void rpop_cmd(CommandContext& ctx) { pop_generic(ctx, false); }
@@ -107,7 +112,11 @@ void ltrim_cmd(CommandContext& ctx) {
     items.erase(items.begin(), items.begin() + start);
   }
   ++ctx.dirty;
-  if (items.empty()) ctx.db->remove(e);
+  ctx.notify(kNotifyList, "ltrim", ctx.arg(1));
+  if (items.empty()) {
+    ctx.db->remove(e);
+    ctx.notify(kNotifyGeneric, "del", ctx.arg(1));
+  }
   ctx.reply.ok();
 }
 
@@ -167,6 +176,7 @@ void lset_cmd(CommandContext& ctx) {
   if (idx < 0 || idx >= static_cast<int64_t>(items.size())) return ctx.error("ERR index out of range");
   items[static_cast<size_t>(idx)].assign(ctx.arg(3));
   ++ctx.dirty;
+  ctx.notify(kNotifyList, "lset", ctx.arg(1));
   ctx.reply.ok();
 }
 
@@ -184,6 +194,7 @@ void linsert_cmd(CommandContext& ctx) {
   if (after) ++it;
   items.emplace(it, ctx.arg(4));
   ++ctx.dirty;
+  ctx.notify(kNotifyList, "linsert", ctx.arg(1));
   ctx.reply.integer(static_cast<int64_t>(items.size()));
 }
 
@@ -215,7 +226,11 @@ void lrem_cmd(CommandContext& ctx) {
     }
   }
   ctx.dirty += static_cast<uint64_t>(removed);
-  if (items.empty()) ctx.db->remove(e);
+  if (removed > 0) ctx.notify(kNotifyList, "lrem", ctx.arg(1));
+  if (items.empty()) {
+    ctx.db->remove(e);
+    ctx.notify(kNotifyGeneric, "del", ctx.arg(1));
+  }
   ctx.reply.integer(removed);
 }
 
@@ -245,12 +260,17 @@ void lmove_generic(CommandContext& ctx, std::string_view src, std::string_view d
   std::string v = from_left ? std::move(from.front()) : std::move(from.back());
   if (from_left) from.pop_front();
   else from.pop_back();
+  bool src_deleted = false;
   if (src == dst) d = s;  // a rotation: never empty in between for long
-  else if (from.empty()) ctx.db->remove(s);
+  else if (from.empty()) ctx.db->remove(s), src_deleted = true;
   if (d == nullptr) d = create_typed(ctx, dst, Type::kList);
   if (to_left) d->list->items.push_front(v);
   else d->list->items.push_back(v);
   ctx.dirty += 2;
+  // Redis' order: the push, then the pop, then the source's deletion.
+  ctx.notify(kNotifyList, to_left ? "lpush" : "rpush", dst);
+  ctx.notify(kNotifyList, from_left ? "lpop" : "rpop", src);
+  if (src_deleted) ctx.notify(kNotifyGeneric, "del", src);
   ctx.reply.bulk(v);
 }
 
@@ -309,7 +329,11 @@ void pop_reply(CommandContext& ctx, Entry* e, std::string_view key, bool left, i
     ctx.propagate_as({left ? "LPOP" : "RPOP", key, ctx.own(std::string(buf, ll2string(buf, static_cast<int64_t>(n))))});
   else
     ctx.propagate_as({left ? "LPOP" : "RPOP", key});
-  if (items.empty()) ctx.db->remove(e);
+  ctx.notify(kNotifyList, left ? "lpop" : "rpop", key);
+  if (items.empty()) {
+    ctx.db->remove(e);
+    ctx.notify(kNotifyGeneric, "del", key);
+  }
 }
 
 void bpop_generic(CommandContext& ctx, bool left) {

@@ -20,6 +20,7 @@ void sadd_cmd(CommandContext& ctx) {
   for (size_t j = 2; j < ctx.argc(); ++j)
     if (e->set->members.emplace(ctx.arg(j)).second) ++added;
   ctx.dirty += static_cast<uint64_t>(added);
+  if (added > 0) ctx.notify(kNotifySet, "sadd", ctx.arg(1));
   ctx.reply.integer(added);
 }
 
@@ -36,7 +37,11 @@ void srem_cmd(CommandContext& ctx) {
     ++n;
   }
   ctx.dirty += static_cast<uint64_t>(n);
-  if (m.empty()) ctx.db->remove(e);
+  if (n > 0) ctx.notify(kNotifySet, "srem", ctx.arg(1));
+  if (m.empty()) {
+    ctx.db->remove(e);
+    ctx.notify(kNotifyGeneric, "del", ctx.arg(1));
+  }
   ctx.reply.integer(n);
 }
 
@@ -56,11 +61,13 @@ void spop_cmd(CommandContext& ctx) {
     return ctx.reply.null();
   }
   ctx.dirty += n;
+  ctx.notify(kNotifySet, "spop", ctx.arg(1));
   if (n == m.size()) {
     // The whole set: propagated as DEL, as Redis does.
     for (const std::string& v : m) ctx.reply.bulk(v);
     ctx.propagate_as({"DEL", ctx.arg(1)});
     ctx.db->remove(e);
+    ctx.notify(kNotifyGeneric, "del", ctx.arg(1));
     return;
   }
   // Propagated as SREMs of at most kBatch members (Redis' batch size), never one command
@@ -155,11 +162,18 @@ void smove_cmd(CommandContext& ctx) {
   auto it = s->set->members.find(member);
   if (it == s->set->members.end()) return ctx.reply.integer(0);
   s->set->members.erase(it);
-  if (s->set->members.empty()) ctx.db->remove(s);
+  ctx.notify(kNotifySet, "srem", ctx.arg(1));
+  if (s->set->members.empty()) {
+    ctx.db->remove(s);
+    ctx.notify(kNotifyGeneric, "del", ctx.arg(1));
+  }
   ctx.touched(ctx.arg(1));
   if (d == nullptr) d = create_typed(ctx, ctx.arg(2), Type::kSet);
   // A member dst already holds leaves dst unchanged: its WATCHers are not failed (Redis).
-  if (d->set->members.emplace(member).second) ctx.touched(ctx.arg(2));
+  if (d->set->members.emplace(member).second) {
+    ctx.touched(ctx.arg(2));
+    ctx.notify(kNotifySet, "sadd", ctx.arg(2));
+  }
   ++ctx.dirty;
   ctx.reply.integer(1);
 }
@@ -226,15 +240,20 @@ void setop_generic(CommandContext& ctx, SetOp op, bool store) {
     return;
   }
   Entry* d = lookup_write(ctx, ctx.arg(1));
-  if (d != nullptr) {
+  const bool existed = d != nullptr;
+  if (existed) {
     ctx.db->remove(d);
     ++ctx.dirty;
   }
   const size_t n = r.size();
   if (n > 0) {
-    d = create_typed(ctx, ctx.arg(1), Type::kSet);
+    d = create_typed(ctx, ctx.arg(1), Type::kSet, !existed);
     d->set->members = std::move(r);
     ++ctx.dirty;
+    ctx.notify(kNotifySet, op == SetOp::kInter ? "sinterstore" : op == SetOp::kUnion ? "sunionstore" : "sdiffstore",
+               ctx.arg(1));
+  } else if (existed) {
+    ctx.notify(kNotifyGeneric, "del", ctx.arg(1));
   }
   if (ctx.dirty > 0) ctx.touched(ctx.arg(1));
   if (n == 0 && ctx.dirty > 0) ctx.propagate_as({"DEL", ctx.arg(1)});

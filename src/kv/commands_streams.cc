@@ -133,11 +133,11 @@ void xadd_cmd(CommandContext& ctx) {
   s.entries.emplace_back(id, std::move(fv));
   s.last_id = id;
   ++s.entries_added;
-  if (trim) {
-    uint64_t removed;
-    stream_trim(s, by_maxlen, maxlen, minid, &removed);
-  }
+  uint64_t trimmed = 0;
+  if (trim) stream_trim(s, by_maxlen, maxlen, minid, &trimmed);
   ++ctx.dirty;
+  ctx.notify(kNotifyStream, "xadd", ctx.arg(1));
+  if (trimmed > 0) ctx.notify(kNotifyStream, "xtrim", ctx.arg(1));
   const std::string id_text = id.to_string();
   ctx.reply.bulk(id_text);
   // Propagate with the concrete id so replay is deterministic.
@@ -212,6 +212,7 @@ void xdel_cmd(CommandContext& ctx) {
     }
   }
   ctx.dirty += static_cast<uint64_t>(n);
+  if (n > 0) ctx.notify(kNotifyStream, "xdel", ctx.arg(1));
   ctx.reply.integer(n);
 }
 

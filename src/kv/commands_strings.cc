@@ -17,7 +17,7 @@ std::string invalid_expire(std::string_view cmd) { return "ERR invalid expire ti
 // key's expiry; otherwise the key becomes persistent.
 Entry* store_string(CommandContext& ctx, Entry* e, std::string_view key, std::string_view value, bool keep_ttl) {
   if (e == nullptr) {
-    e = ctx.db->add(key);
+    e = add_key(ctx, key);
   } else {
     if (e->type != Type::kString) e->clear_value();
     if (!keep_ttl) ctx.db->persist(e);
@@ -94,13 +94,16 @@ void set_cmd(CommandContext& ctx) {
   // Under GET, the old value was copied into the reply already.
   e = store_string(ctx, e, key, ctx.arg(2), (flags & kKEEPTTL) != 0);
   ++ctx.dirty;
+  ctx.notify(kNotifyString, "set", key);
   if (when >= 0) {
     if (when <= ctx.now_ms() && !ctx.server.loading()) {
       // Already expired (an absolute time in the past): the key simply goes away.
       ctx.db->remove(e);
       ctx.propagate_as({"DEL", key});
+      ctx.notify(kNotifyGeneric, "del", key);
     } else {
       ctx.db->set_expire(e, when);
+      ctx.notify(kNotifyGeneric, "expire", key);
       char buf[24];
       const size_t n = ll2string(buf, when);
       ctx.propagate_as({"SET", key, ctx.arg(2), "PXAT", ctx.own(std::string(buf, n))});
@@ -119,6 +122,7 @@ void setnx_cmd(CommandContext& ctx) {
   if (e != nullptr) return ctx.reply.integer(0);
   store_string(ctx, nullptr, ctx.arg(1), ctx.arg(2), false);
   ++ctx.dirty;
+  ctx.notify(kNotifyString, "set", ctx.arg(1));
   ctx.reply.integer(1);
 }
 
@@ -130,6 +134,8 @@ void setex_generic(CommandContext& ctx, bool seconds) {
   Entry* e = store_string(ctx, lookup_write(ctx, ctx.arg(1)), ctx.arg(1), ctx.arg(3), false);
   ctx.db->set_expire(e, v);
   ++ctx.dirty;
+  ctx.notify(kNotifyString, "set", ctx.arg(1));
+  ctx.notify(kNotifyGeneric, "expire", ctx.arg(1));
   char buf[24];
   const size_t n = ll2string(buf, v);
   ctx.propagate_as({"SET", ctx.arg(1), ctx.arg(3), "PXAT", ctx.own(std::string(buf, n))});
@@ -144,6 +150,7 @@ void getset_cmd(CommandContext& ctx) {
   reply_bulk_or_null(ctx, e);
   store_string(ctx, e, ctx.arg(1), ctx.arg(2), false);
   ++ctx.dirty;
+  ctx.notify(kNotifyString, "set", ctx.arg(1));
   ctx.propagate_as({"SET", ctx.arg(1), ctx.arg(2)});
 }
 
@@ -155,6 +162,7 @@ void getdel_cmd(CommandContext& ctx) {
   ctx.db->remove(e);
   ++ctx.dirty;
   ctx.propagate_as({"DEL", ctx.arg(1)});
+  ctx.notify(kNotifyGeneric, "del", ctx.arg(1));
 }
 
 void mget_cmd(CommandContext& ctx) {
@@ -173,6 +181,7 @@ void mset_cmd(CommandContext& ctx) {
   for (size_t j = 1; j < ctx.argc(); j += 2) {
     store_string(ctx, lookup_write(ctx, ctx.arg(j)), ctx.arg(j), ctx.arg(j + 1), false);
     ++ctx.dirty;
+    ctx.notify(kNotifyString, "set", ctx.arg(j));
   }
   ctx.reply.ok();
 }
@@ -184,6 +193,7 @@ void msetnx_cmd(CommandContext& ctx) {
   for (size_t j = 1; j < ctx.argc(); j += 2) {
     store_string(ctx, lookup_write(ctx, ctx.arg(j)), ctx.arg(j), ctx.arg(j + 1), false);
     ++ctx.dirty;
+    ctx.notify(kNotifyString, "set", ctx.arg(j));
   }
   ctx.reply.integer(1);
 }
@@ -200,9 +210,10 @@ void incr_generic(CommandContext& ctx, int64_t by) {
   v += by;
   char buf[24];
   const size_t n = ll2string(buf, v);
-  if (e == nullptr) e = ctx.db->add(ctx.arg(1));
+  if (e == nullptr) e = add_key(ctx, ctx.arg(1));
   e->str.assign(buf, n);
   ++ctx.dirty;
+  ctx.notify(kNotifyString, "incrby", ctx.arg(1));
   ctx.reply.integer(v);
 }
 void incr_cmd(CommandContext& ctx) { incr_generic(ctx, 1); }
@@ -232,9 +243,10 @@ void incrbyfloat_cmd(CommandContext& ctx) {
   v += by;
   if (std::isnan(v) || std::isinf(v)) return ctx.error("ERR increment would produce NaN or Infinity");
   const std::string s = ld2string_human(v);
-  if (e == nullptr) e = ctx.db->add(ctx.arg(1));
+  if (e == nullptr) e = add_key(ctx, ctx.arg(1));
   e->str = s;
   ++ctx.dirty;
+  ctx.notify(kNotifyString, "incrbyfloat", ctx.arg(1));
   ctx.reply.bulk(s);
   ctx.propagate_as({"SET", ctx.arg(1), ctx.own(s), "KEEPTTL"});
 }
@@ -246,9 +258,10 @@ void append_cmd(CommandContext& ctx) {
   // The AOF loader obeys what the file says: the limit of the moment is a client limit.
   if (!ctx.client.internal && cur + ctx.arg(2).size() > ctx.server.options_.limits.max_bulk_len)
     return ctx.error("ERR string exceeds maximum allowed size (proto-max-bulk-len)");
-  if (e == nullptr) e = ctx.db->add(ctx.arg(1));
+  if (e == nullptr) e = add_key(ctx, ctx.arg(1));
   e->str.append(ctx.arg(2));
   ++ctx.dirty;
+  ctx.notify(kNotifyString, "append", ctx.arg(1));
   ctx.reply.integer(static_cast<int64_t>(e->str.size()));
 }
 
@@ -309,15 +322,18 @@ void getex_cmd(CommandContext& ctx) {
     if (when <= ctx.now_ms() && !ctx.server.loading()) {
       ctx.db->remove(e);
       ctx.propagate_as({"DEL", ctx.arg(1)});
+      ctx.notify(kNotifyGeneric, "del", ctx.arg(1));
     } else {
       ctx.db->set_expire(e, when);
       char buf[24];
       ctx.propagate_as({"PEXPIREAT", ctx.arg(1), ctx.own(std::string(buf, ll2string(buf, when)))});
+      ctx.notify(kNotifyGeneric, "expire", ctx.arg(1));
     }
   } else if (mode == kPersist && e->expire_ms >= 0) {
     ctx.db->persist(e);
     ++ctx.dirty;
     ctx.propagate_as({"PERSIST", ctx.arg(1)});
+    ctx.notify(kNotifyGeneric, "persist", ctx.arg(1));
   }
 }
 
@@ -336,11 +352,12 @@ void setrange_cmd(CommandContext& ctx) {
   if (e != nullptr && !check_type(ctx, e, Type::kString)) return;
   if (value.empty()) return ctx.reply.integer(e == nullptr ? 0 : static_cast<int64_t>(e->str.size()));
   if (!string_size_ok(ctx, static_cast<uint64_t>(offset) + value.size())) return;
-  if (e == nullptr) e = ctx.db->add(ctx.arg(1));
+  if (e == nullptr) e = add_key(ctx, ctx.arg(1));
   const size_t end = static_cast<size_t>(offset) + value.size();
   if (e->str.size() < end) e->str.resize(end, '\0');
   e->str.replace(static_cast<size_t>(offset), value.size(), value);
   ++ctx.dirty;
+  ctx.notify(kNotifyString, "setrange", ctx.arg(1));
   ctx.reply.integer(static_cast<int64_t>(e->str.size()));
 }
 

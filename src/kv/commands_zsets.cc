@@ -101,6 +101,7 @@ void zadd_generic(CommandContext& ctx, bool incr_cmd) {
     }
   }
   ctx.dirty += static_cast<uint64_t>(added + changed);
+  if (added + changed > 0) ctx.notify(kNotifyZset, (f & kIncr) ? "zincr" : "zadd", ctx.arg(1));
   if (z.size() == 0) ctx.db->remove(e);
   if (f & kIncr) return aborted ? ctx.reply.null() : ctx.reply.dbl(last);
   ctx.reply.integer((f & kCh) ? added + changed : added);
@@ -116,7 +117,11 @@ void zrem_cmd(CommandContext& ctx) {
   for (size_t j = 2; j < ctx.argc(); ++j)
     if (e->zset->remove(ctx.arg(j))) ++n;
   ctx.dirty += static_cast<uint64_t>(n);
-  if (e->zset->size() == 0) ctx.db->remove(e);
+  if (n > 0) ctx.notify(kNotifyZset, "zrem", ctx.arg(1));
+  if (e->zset->size() == 0) {
+    ctx.db->remove(e);
+    ctx.notify(kNotifyGeneric, "del", ctx.arg(1));
+  }
   ctx.reply.integer(n);
 }
 
@@ -221,39 +226,12 @@ void pick_by_rank(const ZOrder& o, int64_t start, int64_t end, bool rev, ZPicked
   }
 }
 
-void pick_by_score(const ZOrder& o, const ScoreRange& r, bool rev, int64_t offset, int64_t limit, ZPicked* out) {
-  if (!rev) {
-    for (auto it = o.lower_bound({r.min, std::string()}); it != o.end(); ++it) {
-      if (!r.above_min(it->first)) continue;
-      if (!r.below_max(it->first)) break;
-      if (offset > 0) {
-        --offset;
-        continue;
-      }
-      if (limit == 0) break;
-      out->push_back(&*it);
-      if (limit > 0) --limit;
-    }
-  } else {
-    // Start after the last item scored <= max (members of that score sort after "").
-    auto it = std::make_reverse_iterator(std::find_if(o.lower_bound({r.max, std::string()}), o.end(),
-                                                      [&](const ZItem& x) { return x.first > r.max; }));
-    for (; it != o.rend(); ++it) {
-      if (!r.below_max(it->first)) continue;
-      if (!r.above_min(it->first)) break;
-      if (offset > 0) {
-        --offset;
-        continue;
-      }
-      if (limit == 0) break;
-      out->push_back(&*it);
-      if (limit > 0) --limit;
-    }
-  }
-}
-
-void pick_by_lex(const ZOrder& o, const LexRange& r, bool rev, int64_t offset, int64_t limit, ZPicked* out) {
-  auto take = [&](const ZItem& x) {
+// ZRANGE's LIMIT over a walk of the order: skips `offset` items, then takes up to `limit`
+// (< 0: all); take() is false once the limit is reached (the walk stops).
+struct RangeWindow {
+  int64_t offset, limit;
+  ZPicked* out;
+  bool take(const ZItem& x) {
     if (offset > 0) {
       --offset;
       return true;
@@ -262,18 +240,42 @@ void pick_by_lex(const ZOrder& o, const LexRange& r, bool rev, int64_t offset, i
     out->push_back(&x);
     if (limit > 0) --limit;
     return true;
-  };
+  }
+};
+
+void pick_by_score(const ZOrder& o, const ScoreRange& r, bool rev, int64_t offset, int64_t limit, ZPicked* out) {
+  RangeWindow w{offset, limit, out};
+  if (!rev) {
+    for (auto it = o.lower_bound({r.min, std::string()}); it != o.end(); ++it) {
+      if (!r.above_min(it->first)) continue;
+      if (!r.below_max(it->first)) break;
+      if (!w.take(*it)) break;
+    }
+  } else {
+    // Start after the last item scored <= max (members of that score sort after "").
+    auto it = std::make_reverse_iterator(std::find_if(o.lower_bound({r.max, std::string()}), o.end(),
+                                                      [&](const ZItem& x) { return x.first > r.max; }));
+    for (; it != o.rend(); ++it) {
+      if (!r.below_max(it->first)) continue;
+      if (!r.above_min(it->first)) break;
+      if (!w.take(*it)) break;
+    }
+  }
+}
+
+void pick_by_lex(const ZOrder& o, const LexRange& r, bool rev, int64_t offset, int64_t limit, ZPicked* out) {
+  RangeWindow w{offset, limit, out};
   if (!rev) {
     for (const ZItem& x : o) {
       if (!r.above_min(x.second)) continue;
       if (!r.below_max(x.second)) break;
-      if (!take(x)) break;
+      if (!w.take(x)) break;
     }
   } else {
     for (auto it = o.rbegin(); it != o.rend(); ++it) {
       if (!r.below_max(it->second)) continue;
       if (!r.above_min(it->second)) break;
-      if (!take(*it)) break;
+      if (!w.take(*it)) break;
     }
   }
 }
@@ -291,18 +293,22 @@ void reply_items(CommandContext& ctx, const ZPicked& items, bool withscores) {
 enum class RangeBy { kRank, kScore, kLex };
 
 // *STORE commands: the destination (argument 1) is replaced by z, or deleted when z is
-// empty; replies its size.
-void store_result(CommandContext& ctx, std::unique_ptr<ZSetValue> z) {
+// empty; replies its size.  `event`: the keyspace event of a stored result.
+void store_result(CommandContext& ctx, std::unique_ptr<ZSetValue> z, std::string_view event) {
   Entry* d = lookup_write(ctx, ctx.arg(1));
-  if (d != nullptr) {
+  const bool existed = d != nullptr;
+  if (existed) {
     ctx.db->remove(d);
     ++ctx.dirty;
   }
   const size_t n = z->size();
   if (n > 0) {
-    d = create_typed(ctx, ctx.arg(1), Type::kZSet);
+    d = create_typed(ctx, ctx.arg(1), Type::kZSet, !existed);
     d->zset = std::move(z);
     ++ctx.dirty;
+    ctx.notify(kNotifyZset, event, ctx.arg(1));
+  } else if (existed) {
+    ctx.notify(kNotifyGeneric, "del", ctx.arg(1));
   }
   if (ctx.dirty > 0) ctx.touched(ctx.arg(1));
   ctx.reply.integer(static_cast<int64_t>(n));
@@ -358,7 +364,7 @@ void zrange_generic(CommandContext& ctx, size_t src_at, size_t first, RangeBy by
   if (!store) return reply_items(ctx, items, withscores);
   auto z = std::make_unique<ZSetValue>();
   for (const ZItem* x : items) z->add(x->second, x->first);
-  store_result(ctx, std::move(z));
+  store_result(ctx, std::move(z), "zrangestore");
 }
 
 void zrange_cmd(CommandContext& ctx) { zrange_generic(ctx, 1, 2, RangeBy::kRank, false, false, true); }
@@ -430,7 +436,13 @@ void zremrange_generic(CommandContext& ctx, RangeBy by) {
   for (const ZItem* x : items) names.push_back(x->second);
   for (const std::string& m : names) e->zset->remove(m);
   ctx.dirty += names.size();
-  if (e->zset->size() == 0) ctx.db->remove(e);
+  if (!names.empty())
+    ctx.notify(kNotifyZset, by == RangeBy::kRank ? "zremrangebyrank" : by == RangeBy::kScore ? "zremrangebyscore" : "zremrangebylex",
+               ctx.arg(1));
+  if (e->zset->size() == 0) {
+    ctx.db->remove(e);
+    ctx.notify(kNotifyGeneric, "del", ctx.arg(1));
+  }
   ctx.reply.integer(static_cast<int64_t>(names.size()));
 }
 void zremrangebyrank_cmd(CommandContext& ctx) { zremrange_generic(ctx, RangeBy::kRank); }
@@ -588,7 +600,7 @@ void zsetop_generic(CommandContext& ctx, ZOp op, bool store, bool card = false) 
     for (const ZItem& x : z->order) items.push_back(&x);
     return reply_items(ctx, items, withscores);
   }
-  store_result(ctx, std::move(z));
+  store_result(ctx, std::move(z), op == ZOp::kUnion ? "zunionstore" : op == ZOp::kInter ? "zinterstore" : "zdiffstore");
 }
 void zunion_cmd(CommandContext& ctx) { zsetop_generic(ctx, ZOp::kUnion, false); }
 void zinter_cmd(CommandContext& ctx) { zsetop_generic(ctx, ZOp::kInter, false); }

@@ -101,7 +101,11 @@ void zpop_reply(CommandContext& ctx, Entry* e, std::string_view key, bool min, i
   ctx.dirty += popped;
   char buf[24];
   ctx.propagate_as({min ? "ZPOPMIN" : "ZPOPMAX", key, ctx.own(std::string(buf, ll2string(buf, static_cast<int64_t>(popped))))});
-  if (z.size() == 0) ctx.db->remove(e);
+  if (popped > 0) ctx.notify(kNotifyZset, min ? "zpopmin" : "zpopmax", key);
+  if (z.size() == 0) {
+    ctx.db->remove(e);
+    ctx.notify(kNotifyGeneric, "del", key);
+  }
 }
 
 void zpop_generic(CommandContext& ctx, bool min) {

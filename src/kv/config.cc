@@ -175,6 +175,14 @@ const ConfigRow kRows[] = {
     {"latency-monitor-threshold", Runtime::kYes, "record commands slower than this many ms for LATENCY (0 = off)",
      [](const O& o) { return std::to_string(o.latency_monitor_threshold_ms); },
      [](O& o, V v) { return set_int(&o.latency_monitor_threshold_ms, v, 0, INT64_MAX); }},
+    {"notify-keyspace-events", Runtime::kYes,
+     "keyspace events published over pub/sub, Redis' class letters: K E g $ l s h z x e t m d n A (\"\" = none)",
+     [](const O& o) { return keyspace_events_text(o.notify_keyspace_events); },
+     [](O& o, V v) {
+       return parse_keyspace_events(v, &o.notify_keyspace_events)
+                  ? std::string()
+                  : std::string("Invalid event class character. Use 'Ag$lshzxeKEtmdn'.");
+     }},
     {"appendonly", Runtime::kSameValue, "yes: log every write to the append-only file",
      [](const O& o) { return yesno(o.appendonly); }, [](O& o, V v) { return set_yesno(&o.appendonly, v); }},
     {"appendfsync", Runtime::kYes, "always | everysec | no",
@@ -349,7 +357,6 @@ const CompatRow kCompat[] = {
     {"min-slaves-max-lag", "10", CompatKind::kString, false, Why::kReplication},
     {"min-slaves-to-write", "0", CompatKind::kString, false, Why::kReplication},
     {"no-appendfsync-on-rewrite", "no", CompatKind::kBool, false, Why::kRdb},
-    {"notify-keyspace-events", "", CompatKind::kString, false, Why::kFeature},
     {"oom-score-adj", "no", CompatKind::kEnum, false, Why::kProcess},
     {"oom-score-adj-values", "0 200 800", CompatKind::kString, false, Why::kProcess},
     {"pidfile", "", CompatKind::kString, true, Why::kProcess},
@@ -640,9 +647,9 @@ std::string load_config_text(ServerOptions* o, std::string_view text, std::vecto
     const std::string& value = values[name];
     const std::string err = set_server_option(o, name, value);
     if (err.empty()) continue;
-    // What the file switches on that conduit-kv does not have (RDB snapshots, keyspace
-    // notifications ...) is reported and left off, so a stock redis.conf starts; a value
-    // that is simply wrong stops the start, as in Redis.
+    // What the file switches on that conduit-kv does not have (RDB snapshots ...) is
+    // reported and left off, so a stock redis.conf starts; a value that is simply wrong
+    // stops the start, as in Redis.
     const CompatRow* c = find_compat(name);
     if (name == "save" || (c != nullptr && c->why == Why::kFeature)) {
       warnings->push_back("'" + name + " " + value + "' ignored: " + err);
@@ -697,6 +704,8 @@ std::string ServerImpl::config_set(std::span<const std::pair<std::string_view, s
       options_.limits.max_multibulk_len != before.limits.max_multibulk_len ||
       options_.limits.max_query_buffer != before.limits.max_query_buffer)
     limits_changed();
+  // As Redis' updateMaxmemory: a lower limit evicts now, not at the next command.
+  if (options_.maxmemory != before.maxmemory && options_.maxmemory > 0) (void)evict_locked();
   return "";
 }
 

@@ -102,6 +102,7 @@ bool ServerImpl::evict_locked() {
     const std::string_view del[2] = {"DEL", key};
     propagate(best_db->index(), del);
     best_db->remove(best);
+    notify(kNotifyEvicted, "evicted", key, best_db->index());
     signal_key(best_db->index(), key);
     ++evicted_keys_;
     used_memory_ = used_memory_ > freed ? used_memory_ - freed : 0;

@@ -531,9 +531,10 @@ void ServerImpl::expire_entry(Database& db, Entry* e) {
   ++stats_.expired_keys;
   const std::string_view args[2] = {"DEL", e->key()};
   propagate(db.index(), args);
-  if (watching_clients_ == 0) return db.remove(e);
+  if (watching_clients_ == 0 && (options_.notify_keyspace_events & kNotifyExpired) == 0) return db.remove(e);
   const std::string key(e->key());
   db.remove(e);
+  notify(kNotifyExpired, "expired", key, db.index());
   signal_key(db.index(), key);
 }
 

@@ -4,8 +4,8 @@
 // Where things are (src/kv): server.cc (start, listeners, workers, execute), clients.cc
 // (connections: read, run a batch, write, close), cron.cc, aof_rewrite.cc, info.cc (one
 // function per INFO section), config.cc (the option table), multi.cc (MULTI/EXEC/WATCH),
-// blocking.cc (BLPOP & co., CLIENT PAUSE), pubsub.cc (SUBSCRIBE & co., MONITOR),
-// eviction.cc (maxmemory policies), commands_*.cc (the commands).
+// blocking.cc (BLPOP & co., CLIENT PAUSE), pubsub.cc (SUBSCRIBE & co., MONITOR), notify.cc
+// (keyspace notifications), eviction.cc (maxmemory policies), commands_*.cc (the commands).
 #pragma once
 
 #include <atomic>
@@ -210,6 +210,10 @@ struct CommandContext {
   // A key this command changed in a way argv's key positions do not show (the
   // destination of a computed command, a key it deleted): WATCH and blocked clients see it.
   void touched(std::string_view key, int db = -1);
+  // A keyspace event of class `cls` (KeyspaceEvents) for key in this command's database
+  // (notify.cc).  One test when notifications are off.
+  inline void notify(uint32_t cls, std::string_view event, std::string_view key);
+  void notify(uint32_t cls, std::string_view event, std::string_view key, int db_index);
 };
 
 // Per-transport counters for INFO (scheme -> totals of closed connections).
@@ -389,6 +393,13 @@ class ServerImpl {
   std::vector<std::string> active_channels(std::string_view pattern) const;
   size_t channel_subscribers(std::string_view channel) const;
   void feed_monitors(const ClientState& c, std::span<const std::string_view> argv);
+  // Keyspace notifications (notify.cc): publishes event `event` of class `cls` for `key`
+  // of database `db` when notify-keyspace-events has the class on.
+  void notify(uint32_t cls, std::string_view event, std::string_view key, int db) {
+    if ((options_.notify_keyspace_events & cls) != 0) [[unlikely]]
+      publish_keyspace_event(event, key, db);
+  }
+  void publish_keyspace_event(std::string_view event, std::string_view key, int db);
   // Bytes for c produced on another thread (or while c's own input is held): appended
   // under mu_ and handed to c's worker, which sends them.  The writer must write into the
   // returned writer's buffer.
@@ -575,6 +586,12 @@ class ServerImpl {
 };
 
 inline int64_t CommandContext::now_ms() const { return server.now_ms(); }
+inline void CommandContext::notify(uint32_t cls, std::string_view event, std::string_view key) {
+  server.notify(cls, event, key, db->index());
+}
+inline void CommandContext::notify(uint32_t cls, std::string_view event, std::string_view key, int db_index) {
+  server.notify(cls, event, key, db_index);
+}
 
 inline int64_t wall_ms() {
   timespec ts;
@@ -623,8 +640,11 @@ void numkeys_keys(std::span<const std::string_view> argv, std::vector<size_t>* o
 }
 std::string wrong_args(std::string_view cmd);
 std::string unknown_subcommand(std::string_view sub, std::string_view cmd);
-// A new entry of type t under key (which must be absent).
-Entry* create_typed(CommandContext& ctx, std::string_view key, Type t);
+// A new entry under key (which must be absent): Redis' dbAdd, with its "new" event.
+Entry* add_key(CommandContext& ctx, std::string_view key);
+// A new entry of type t under key (which must be absent).  `is_new` false: it replaces a
+// key the command just deleted (Redis' setKey overwrite): no "new" event.
+Entry* create_typed(CommandContext& ctx, std::string_view key, Type t, bool is_new = true);
 // The entry for writing, or a new one of type t; null (after replying WRONGTYPE) when the
 // key holds another type.
 Entry* get_or_create(CommandContext& ctx, std::string_view key, Type t);

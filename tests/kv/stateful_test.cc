@@ -436,6 +436,180 @@ TEST_P(Stateful, ClientPauseHoldsWritesOrAllUntilUnpause) {
   EXPECT_EQ(f(c->read()), "[:2]");
 }
 
+// --- keyspace notifications -------------------------------------------------------------------
+
+// The next keyevent message of a subscriber to __keyevent@*: "<db> <event> <key>".
+std::string next_keyevent(RespConn& sub) {
+  auto m = sub.read();
+  if (!m || m->elements.size() != 4) return "(none) " + f(m);
+  const std::string& ch = m->elements[2].str;  // __keyevent@<db>__:<event>
+  const size_t at = ch.find('@'), end = ch.find("__:");
+  if (at == std::string::npos || end == std::string::npos) return "(bad channel) " + ch;
+  return ch.substr(at + 1, end - at - 1) + " " + ch.substr(end + 3) + " " + m->elements[3].str;
+}
+
+TEST_P(Stateful, NotifyKeyspaceEventsTakesRedisLettersAndPrintsTheirCanonicalText) {
+  auto get = [&] {
+    auto r = control_->call({"CONFIG", "GET", "notify-keyspace-events"});
+    return r && r->elements.size() == 2 ? r->elements[1].str : "(none)";
+  };
+  EXPECT_EQ(get(), "");
+  const std::pair<const char*, const char*> cases[] = {
+      {"KEA", "AKE"}, {"gKE", "gKE"}, {"$lshzxeKE", "$lshzxeKE"}, {"EA", "AE"}, {"Kxm", "xKm"},
+      {"AgKn", "AK"},  // as Redis: n is not part of A, and the text shows A, K only
+      {"tdnE", "tdnE"}, {"", ""}};
+  for (const auto& [in, out] : cases) {
+    EXPECT_EQ(f(control_->call({"CONFIG", "SET", "notify-keyspace-events", in})), "+OK") << in;
+    EXPECT_EQ(get(), out) << in;
+  }
+  EXPECT_EQ(f(control_->call({"CONFIG", "SET", "notify-keyspace-events", "KEq"})),
+            "-ERR CONFIG SET failed (possibly related to argument 'notify-keyspace-events') - Invalid event class "
+            "character. Use 'Ag$lshzxeKEtmdn'.");
+  EXPECT_EQ(get(), "") << "a refused value changes nothing";
+  ServerOptions o;
+  EXPECT_EQ(set_server_option(&o, "notify-keyspace-events", "Elg"), "");
+  EXPECT_EQ(o.notify_keyspace_events, kNotifyKeyevent | kNotifyList | kNotifyGeneric);
+  EXPECT_NE(set_server_option(&o, "notify-keyspace-events", "Z"), "");
+}
+
+TEST_P(Stateful, KeyspaceAndKeyeventChannelsReachSubscribersOnOtherThreads) {
+  auto sub = conn();
+  EXPECT_EQ(f(sub->call({"PSUBSCRIBE", "__key*"})), "[\"psubscribe\", \"__key*\", :1]");
+  EXPECT_EQ(f(sub->call({"SUBSCRIBE", "marker"})), "[\"subscribe\", \"marker\", :2]");
+  auto w = other_thread(*sub);
+  // Off (the default): a write publishes nothing, the marker comes first.
+  EXPECT_EQ(f(w->call({"SET", "foo", "bar"})), "+OK");
+  EXPECT_EQ(f(w->call({"PUBLISH", "marker", "1"})), ":1");
+  EXPECT_EQ(f(sub->read()), "[\"message\", \"marker\", \"1\"]");
+  EXPECT_EQ(f(w->call({"CONFIG", "SET", "notify-keyspace-events", "KEA"})), "+OK");
+  EXPECT_EQ(f(w->call({"SET", "foo", "baz"})), "+OK");
+  EXPECT_EQ(f(sub->read()), "[\"pmessage\", \"__key*\", \"__keyspace@0__:foo\", \"set\"]");
+  EXPECT_EQ(f(sub->read()), "[\"pmessage\", \"__key*\", \"__keyevent@0__:set\", \"foo\"]");
+  EXPECT_EQ(f(w->call({"SELECT", "3"})), "+OK");
+  EXPECT_EQ(f(w->call({"LPUSH", "l", "a"})), ":1");
+  EXPECT_EQ(f(sub->read()), "[\"pmessage\", \"__key*\", \"__keyspace@3__:l\", \"lpush\"]");
+  EXPECT_EQ(f(sub->read()), "[\"pmessage\", \"__key*\", \"__keyevent@3__:lpush\", \"l\"]");
+  // K alone: only the keyspace channel; l alone: only list events.
+  EXPECT_EQ(f(w->call({"CONFIG", "SET", "notify-keyspace-events", "Kl"})), "+OK");
+  EXPECT_EQ(f(w->call({"SET", "s", "v"})), "+OK");
+  EXPECT_EQ(f(w->call({"RPUSH", "l", "b"})), ":2");
+  EXPECT_EQ(f(w->call({"PUBLISH", "marker", "2"})), ":1");
+  EXPECT_EQ(f(sub->read()), "[\"pmessage\", \"__key*\", \"__keyspace@3__:l\", \"rpush\"]");
+  EXPECT_EQ(f(sub->read()), "[\"message\", \"marker\", \"2\"]");
+  // A class without K or E publishes nothing.
+  EXPECT_EQ(f(w->call({"CONFIG", "SET", "notify-keyspace-events", "A"})), "+OK");
+  EXPECT_EQ(f(w->call({"RPUSH", "l", "c"})), ":3");
+  EXPECT_EQ(f(w->call({"PUBLISH", "marker", "3"})), ":1");
+  EXPECT_EQ(f(sub->read()), "[\"message\", \"marker\", \"3\"]");
+}
+
+TEST_P(Stateful, CommandsNotifyWithRedisEventNamesInOrder) {
+  EXPECT_EQ(f(control_->call({"CONFIG", "SET", "notify-keyspace-events", "EA"})), "+OK");
+  auto sub = conn();
+  EXPECT_EQ(f(sub->call({"PSUBSCRIBE", "__keyevent@*"})), "[\"psubscribe\", \"__keyevent@*\", :1]");
+  auto w = other_thread(*sub);
+  struct Step {
+    std::vector<std::string> cmd;
+    std::vector<std::string> events;  // "<db> <event> <key>"
+  };
+  const Step steps[] = {
+      {{"SET", "s", "1", "EX", "100"}, {"0 set s", "0 expire s"}},
+      {{"INCRBY", "s", "5"}, {"0 incrby s"}},
+      {{"INCRBYFLOAT", "s", "0.5"}, {"0 incrbyfloat s"}},
+      {{"APPEND", "s", "x"}, {"0 append s"}},
+      {{"SETRANGE", "s", "0", "9"}, {"0 setrange s"}},
+      {{"PERSIST", "s"}, {"0 persist s"}},
+      {{"RENAME", "s", "t"}, {"0 rename_from s", "0 rename_to t"}},
+      {{"COPY", "t", "u", "DB", "2"}, {"2 copy_to u"}},
+      {{"MOVE", "t", "1"}, {"0 move_from t", "1 move_to t"}},
+      {{"MSET", "m1", "a", "m2", "b"}, {"0 set m1", "0 set m2"}},
+      {{"GETEX", "m1", "PX", "100000"}, {"0 expire m1"}},
+      {{"BITOP", "OR", "bo", "m1"}, {"0 set bo"}},
+      {{"SETBIT", "b", "3", "1"}, {"0 setbit b"}},
+      {{"RPUSH", "l", "a", "b"}, {"0 rpush l"}},
+      {{"LPUSH", "l", "c"}, {"0 lpush l"}},
+      {{"LSET", "l", "0", "z"}, {"0 lset l"}},
+      {{"LINSERT", "l", "BEFORE", "z", "y"}, {"0 linsert l"}},
+      {{"LREM", "l", "0", "y"}, {"0 lrem l"}},
+      {{"LMOVE", "l", "l2", "LEFT", "RIGHT"}, {"0 rpush l2", "0 lpop l"}},
+      {{"LTRIM", "l", "1", "0"}, {"0 ltrim l", "0 del l"}},
+      {{"RPOP", "l2"}, {"0 rpop l2", "0 del l2"}},
+      {{"HSET", "h", "f", "1"}, {"0 hset h"}},
+      {{"HINCRBY", "h", "f", "2"}, {"0 hincrby h"}},
+      {{"HINCRBYFLOAT", "h", "f", "0.5"}, {"0 hincrbyfloat h"}},
+      {{"HDEL", "h", "f"}, {"0 hdel h", "0 del h"}},
+      {{"SADD", "st", "a", "b"}, {"0 sadd st"}},
+      {{"SADD", "st", "a"}, {}},  // nothing added, nothing said
+      {{"SREM", "st", "a"}, {"0 srem st"}},
+      {{"SMOVE", "st", "st2", "b"}, {"0 srem st", "0 del st", "0 sadd st2"}},
+      {{"SUNIONSTORE", "st3", "st2"}, {"0 sunionstore st3"}},
+      {{"SPOP", "st3"}, {"0 spop st3", "0 del st3"}},
+      {{"ZADD", "z", "1", "a", "2", "b"}, {"0 zadd z"}},
+      {{"ZINCRBY", "z", "1", "a"}, {"0 zincr z"}},
+      {{"ZREM", "z", "a"}, {"0 zrem z"}},
+      {{"ZRANGESTORE", "z2", "z", "0", "-1"}, {"0 zrangestore z2"}},
+      {{"ZPOPMIN", "z2"}, {"0 zpopmin z2", "0 del z2"}},
+      {{"ZREMRANGEBYSCORE", "z", "-inf", "+inf"}, {"0 zremrangebyscore z", "0 del z"}},
+      {{"XADD", "x", "1-1", "f", "v"}, {"0 xadd x"}},
+      {{"EXPIRE", "x", "0"}, {"0 del x"}},
+      {{"DEL", "st2", "b", "missing"}, {"0 del st2", "0 del b"}},
+      {{"GET", "missing"}, {}},  // keymiss is not part of A
+  };
+  for (const Step& st : steps) {
+    auto r = w->call(st.cmd);
+    ASSERT_TRUE(r) << st.cmd[0];
+    EXPECT_NE(r->type, ReplyType::kError) << st.cmd[0] << ": " << f(r);
+    // A sentinel after each command: every event before it, and nothing more.
+    EXPECT_EQ(f(w->call({"PUBLISH", "__keyevent@9__:end", "."})), ":1");
+    std::vector<std::string> got;
+    for (std::string e = next_keyevent(*sub); e != "9 end ." && got.size() < 8; e = next_keyevent(*sub)) got.push_back(e);
+    EXPECT_EQ(::testing::PrintToString(got), ::testing::PrintToString(st.events)) << st.cmd[0];
+  }
+}
+
+TEST_P(Stateful, ExpiryEvictionNewKeysKeymissAndExecNotify) {
+  EXPECT_EQ(f(control_->call({"CONFIG", "SET", "notify-keyspace-events", "E$gxenm"})), "+OK");
+  auto sub = conn();
+  auto hello = sub->call({"HELLO", "3"});
+  ASSERT_TRUE(hello && hello->type == ReplyType::kMap) << f(hello);
+  EXPECT_EQ(f(sub->call({"PSUBSCRIBE", "__keyevent@0__:*"})), "[\"psubscribe\", \"__keyevent@0__:*\", :1]");
+  auto w = other_thread(*sub);
+  auto expect_events = [&](std::initializer_list<const char*> want) {
+    for (const char* e : want) {
+      auto m = sub->read();
+      ASSERT_TRUE(m) << "no event for " << e;
+      EXPECT_EQ(m->type, ReplyType::kPush) << "RESP3 subscribers get pushes";
+      ASSERT_EQ(m->elements.size(), 4u) << f(m);
+      EXPECT_EQ(m->elements[2].str.substr(15) + " " + m->elements[3].str, e);
+    }
+  };
+  EXPECT_EQ(f(w->call({"SET", "a", "1"})), "+OK");
+  expect_events({"new a", "set a"});
+  EXPECT_EQ(f(w->call({"SET", "a", "2"})), "+OK");  // not new
+  expect_events({"set a"});
+  EXPECT_EQ(f(w->call({"GET", "nokey"})), "nil");
+  expect_events({"keymiss nokey"});
+  // Expiry: whichever finds it first (the active cycle or this GET) says "expired" once.
+  EXPECT_EQ(f(w->call({"SET", "e", "1", "PX", "30"})), "+OK");
+  expect_events({"new e", "set e", "expire e"});
+  EXPECT_TRUE(eventually([&] { return f(w->call({"GET", "e"})) == "nil"; }));
+  expect_events({"expired e", "keymiss e"});
+  // EXEC: every queued command's events, in order.
+  EXPECT_EQ(f(w->call({"MULTI"})), "+OK");
+  EXPECT_EQ(f(w->call({"SET", "a", "3"})), "+QUEUED");
+  EXPECT_EQ(f(w->call({"INCR", "a"})), "+QUEUED");
+  EXPECT_EQ(f(w->call({"DEL", "a"})), "+QUEUED");
+  EXPECT_EQ(f(w->call({"EXEC"})), "[+OK, :4, :1]");
+  expect_events({"set a", "incrby a", "del a"});
+  // Eviction: lowering maxmemory evicts at once (Redis' CONFIG SET maxmemory).
+  EXPECT_EQ(f(w->call({"SET", "victim", "v"})), "+OK");
+  expect_events({"new victim", "set victim"});
+  EXPECT_EQ(f(control_->call({"CONFIG", "SET", "maxmemory-policy", "allkeys-lru"})), "+OK");
+  EXPECT_EQ(f(control_->call({"CONFIG", "SET", "maxmemory", "1"})), "+OK");
+  expect_events({"evicted victim"});
+  EXPECT_EQ(f(control_->call({"CONFIG", "SET", "maxmemory", "0"})), "+OK");
+}
+
 INSTANTIATE_TEST_SUITE_P(IoThreads, Stateful, ::testing::Values(1, 4),
                          [](const ::testing::TestParamInfo<int>& p) { return "threads" + std::to_string(p.param); });
 

@@ -59,8 +59,8 @@ struct RedisCompatOption {
 std::span<const RedisCompatOption> redis_compat_options();
 // Reads a redis.conf-style text (directive args..., # comments, quoting as redis.conf) into
 // *o through the same table.  Returns "" or the fatal error (Redis' wording, with the line);
-// settings that switch on what conduit-kv lacks (save 900 1, notify-keyspace-events KEA)
-// are left off with a warning in *warnings.
+// settings that switch on what conduit-kv lacks (save 900 1) are left off with a warning
+// in *warnings.
 std::string load_config_text(ServerOptions* o, std::string_view text, std::vector<std::string>* warnings);
 // Sets option `name` of *o from text (also options CONFIG SET may not change: this is
 // for before Server::create).  Returns "" or why the value was refused (*o unchanged).
@@ -74,6 +74,34 @@ std::optional<std::string> get_server_option(const ServerOptions& o, std::string
 enum class MaxmemoryPolicy : uint8_t {
   kNoEviction, kAllKeysLru, kVolatileLru, kAllKeysLfu, kVolatileLfu, kAllKeysRandom, kVolatileRandom, kVolatileTtl,
 };
+
+// notify-keyspace-events: which keyspace events are published over pub/sub, as Redis 7.0's
+// NOTIFY_* bits (the letter of each is its class in the option's text).  K and E choose the
+// channels (__keyspace@<db>__:<key> with the event as message, __keyevent@<db>__:<event>
+// with the key as message); the others choose the events.  docs/KV.md lists every event.
+enum KeyspaceEvents : uint32_t {
+  kNotifyKeyspace = 1u << 0,  // K
+  kNotifyKeyevent = 1u << 1,  // E
+  kNotifyGeneric = 1u << 2,   // g: del expire rename_from rename_to move_from copy_to persist ...
+  kNotifyString = 1u << 3,    // $: set setrange incrby incrbyfloat append setbit
+  kNotifyList = 1u << 4,      // l: lpush rpush lpop rpop linsert lset ltrim lrem
+  kNotifySet = 1u << 5,       // s: sadd srem spop sinterstore sunionstore sdiffstore
+  kNotifyHash = 1u << 6,      // h: hset hdel hincrby hincrbyfloat
+  kNotifyZset = 1u << 7,      // z: zadd zincr zrem zrembyscore ... zunionstore zrangestore
+  kNotifyExpired = 1u << 8,   // x: expired (lazy and active expiry)
+  kNotifyEvicted = 1u << 9,   // e: evicted (maxmemory-policy)
+  kNotifyStream = 1u << 10,   // t: xadd xdel
+  kNotifyKeyMiss = 1u << 11,  // m: keymiss (a read of a missing key; not in A)
+  kNotifyModule = 1u << 13,   // d: module events (conduit-kv has no modules: none)
+  kNotifyNew = 1u << 14,      // n: new (a key created; not in A)
+  // A: every class but K, E, m and n.
+  kNotifyAll = kNotifyGeneric | kNotifyString | kNotifyList | kNotifySet | kNotifyHash | kNotifyZset |
+               kNotifyExpired | kNotifyEvicted | kNotifyStream | kNotifyModule,
+};
+// Redis' keyspaceEventsStringToFlags / FlagsToString: false for a letter outside
+// "Ag$lshzxeKEtmdn"; the text CONFIG GET prints ("AKE" for "KEA").
+bool parse_keyspace_events(std::string_view text, uint32_t* flags);
+std::string keyspace_events_text(uint32_t flags);
 
 // Every option has redis-server's name (CONFIG GET/SET use it) and default.
 struct ServerOptions {
@@ -96,6 +124,7 @@ struct ServerOptions {
   uint32_t timeout = 0;              // timeout: close clients idle this many seconds (0 = never)
   uint32_t hz = 10;                  // hz: cron frequency (active expiry, client checks)
   uint64_t latency_monitor_threshold_ms = 0;  // latency-monitor-threshold (0 = off)
+  uint32_t notify_keyspace_events = 0;  // notify-keyspace-events: KeyspaceEvents bits (0 = off)
 
   bool appendonly = false;           // appendonly
   AppendFsync appendfsync = AppendFsync::kEverysec;  // appendfsync
