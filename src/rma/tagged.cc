@@ -75,7 +75,9 @@ Status TaggedEndpoint::start(std::span<const uint8_t> peer_hello) {
   peer_fifo_ = h.fifo;
   peer_cmpl_ = h.cmpl;
   started_ = true;
-  for (auto& [tag, q] : posted_) pair(tag);
+  std::vector<uint32_t> tags;  // pair() may change posted_
+  for (const auto& [tag, q] : posted_) tags.push_back(tag);
+  for (uint32_t tag : tags) pair(tag);
   return {};
 }
 
@@ -112,14 +114,18 @@ Result<Request> TaggedEndpoint::isend(uint32_t tag, std::span<const uint8_t> dat
 }
 
 // Pairs the oldest waiting send of `tag` with the oldest posted buffer of `tag`, repeatedly.
+// The maps are looked up again each round: a failure finishes a request, and the progress
+// handler that runs then may issue sends (and so change these maps).
 void TaggedEndpoint::pair(uint32_t tag) {
-  if (!started_ || dead_) return;
-  auto s = sends_.find(tag);
-  auto p = posted_.find(tag);
-  while (s != sends_.end() && p != posted_.end() && !s->second.empty() && !p->second.empty()) {
+  while (started_ && !dead_) {
+    auto s = sends_.find(tag);
+    auto p = posted_.find(tag);
+    if (s == sends_.end() || p == posted_.end()) break;
     Match m{s->second.front(), p->second.front()};
     s->second.pop_front();
     p->second.pop_front();
+    if (s->second.empty()) sends_.erase(s);
+    if (p->second.empty()) posted_.erase(p);
     if (!match_backlog_.empty()) {
       match_backlog_.push_back(m);
       continue;
@@ -130,10 +136,7 @@ void TaggedEndpoint::pair(uint32_t tag) {
     } else if (!st.ok()) {
       finish(m.send_id, st);
     }
-    if (dead_) return;
   }
-  if (s != sends_.end() && s->second.empty()) sends_.erase(s);
-  if (p != posted_.end() && p->second.empty()) posted_.erase(p);
 }
 
 // The data writes (at most max_op each) and the completion record with its immediate, as one

@@ -61,7 +61,7 @@ struct TaggedReceiver {
     std::array<uint8_t, rma::TaggedEndpoint::kHelloSize> peer{};
     if (read(hello_in, peer.data(), peer.size()) != static_cast<ssize_t>(peer.size())) return false;
     if (Status s = t->start(peer); !s.ok()) return std::fprintf(stderr, "conduit-rma-perf: %s\n", s.to_string().c_str()), false;
-    const size_t slots = 32;
+    const size_t slots = rma::TaggedOptions{}.slots;  // every FIFO slot in use
     ring.assign(slots * a.size, 0);
     auto r = t->register_buffer(ring.data(), ring.size());
     if (!r.ok()) return std::fprintf(stderr, "conduit-rma-perf: %s\n", r.status().to_string().c_str()), false;
