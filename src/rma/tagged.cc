@@ -35,11 +35,11 @@ Status TaggedEndpoint::setup() {
   fifo_ = std::make_unique<uint8_t[]>(fifo_bytes);
   cmpl_ = std::make_unique<uint8_t[]>(cmpl_bytes);
   out_fifo_ = std::make_unique<uint8_t[]>(fifo_bytes);
-  out_rec_ = std::make_unique<uint8_t[]>(size_t{ep_->options().depth} * kRecordBytes);
+  out_rec_ = std::make_unique<uint8_t[]>(size_t{2} * ep_->options().depth * kRecordBytes);
   std::memset(fifo_.get(), 0, fifo_bytes);
   std::memset(cmpl_.get(), 0, cmpl_bytes);
   std::memset(out_fifo_.get(), 0, fifo_bytes);
-  std::memset(out_rec_.get(), 0, size_t{ep_->options().depth} * kRecordBytes);
+  std::memset(out_rec_.get(), 0, size_t{2} * ep_->options().depth * kRecordBytes);
   slot_req_.assign(options_.slots, 0);
   CONDUIT_ASSIGN_OR_RETURN(fifo_desc_, ep_->expose(fifo_.get(), fifo_bytes, Rights::kWrite));
   CONDUIT_ASSIGN_OR_RETURN(cmpl_desc_, ep_->expose(cmpl_.get(), cmpl_bytes, Rights::kWrite));
@@ -149,9 +149,12 @@ Status TaggedEndpoint::post_match(const Match& m) {
   const bool too_large = size > m.elem.length;
   const uint64_t max_op = ep_->options().max_op;
   const size_t chunks = too_large ? 0 : static_cast<size_t>((size + max_op - 1) / max_op);
-  const uint32_t depth = ep_->options().depth;
-  // Room first: the record's staging entry must not be rewritten while a write still reads it.
-  if (ep_->in_flight() + chunks + 1 > depth) return Status::WouldBlock();
+  // The record's staging entry: a ring of 2 x depth, advanced only when a batch went out.  An
+  // entry comes back after 2 x depth batches of at least one op each; with at most depth ops
+  // in flight and completion in order, the op that last read it has completed by then.
+  // (A refused submit -- kWouldBlock, which arms the endpoint's ready handler -- rewrites
+  // the same, unused entry next time.)
+  const uint32_t ring = 2 * ep_->options().depth;
   uint8_t* rec = out_rec_.get() + size_t{rec_next_} * kRecordBytes;
   encode_record(rec, too_large ? kRecordTooLarge : kRecordOk, m.elem.seq, size);
   const Descriptor buf{m.elem.addr, m.elem.length, m.elem.key, Rights::kWrite, m.elem.generation};
@@ -177,7 +180,7 @@ Status TaggedEndpoint::post_match(const Match& m) {
                                 finish(id, Status());
                               }));
   Status s = ep_->submit(std::span<Op>(ops));
-  if (s.ok()) rec_next_ = (rec_next_ + 1) % depth;
+  if (s.ok()) rec_next_ = (rec_next_ + 1) % ring;
   return s;
 }
 

@@ -100,7 +100,9 @@ class RmaTagged : public ::testing::TestWithParam<Row> {
     listener_ = std::move(*l);
     bool done = false;
     Status st;
-    auto ep = Endpoint::connect(*loop_, listener_->url(), [&](Endpoint&, Status s) {
+    std::string u = listener_->url();
+    u += u.find('?') == std::string::npos ? query : (query.empty() ? "" : "&" + query.substr(1));
+    auto ep = Endpoint::connect(*loop_, u, [&](Endpoint&, Status s) {
       done = true;
       st = s;
     });
@@ -282,13 +284,14 @@ TEST_P(RmaTagged, SenderBeforeTheReceiverPostsWaitsWithoutSpinning) {
 
 // 1,000 messages over 8 tags; receives posted in another tag order than the sends; at most
 // 32 requests outstanding per side (backpressure: isend/irecv would-block, retried after
-// reaping).  Each tag's messages complete in order and land byte for byte.
+// reaping) and 8 ops in flight on each endpoint (matched sends wait for the endpoint's room,
+// woken by its ready handler).  Each tag's messages complete in order and land byte for byte.
 TEST_P(RmaTagged, ThousandMessagesOverEightTagsCompleteInOrderPerTag) {
   TearDown();
   TaggedOptions o;
   o.slots = 16;
   o.max_requests = 32;
-  connect_pair(o);
+  connect_pair(o, "?depth=8");
   constexpr int kMessages = 1000, kTags = 8, kBuf = 2048, kRing = 64;
   auto size_of = [](int tag, int k) { return static_cast<size_t>(1 + (tag * 131 + k * 17) % (kBuf - 1)); };
   std::vector<std::vector<uint8_t>> msgs(kMessages);

@@ -27,7 +27,8 @@
 // are written by the peer until the receive is done; they must lie inside a region from
 // register_buffer() that stays registered until then.
 // Cost: isend = one batch (one doorbell over rdma) of ceil(size/max_op) writes + the 16-byte
-// record write; irecv = one 288-byte write; no allocation per request beyond the map entry.
+// record write; irecv = one 288-byte write.  Allocations per request: its map entry, and for
+// a send the batch's op list and the ops' callbacks (the endpoint's own per-op cost).
 #pragma once
 
 #include <array>
@@ -161,7 +162,7 @@ class TaggedEndpoint {
   std::unique_ptr<uint8_t[]> fifo_;       // peer's posts land here (sender role)
   std::unique_ptr<uint8_t[]> cmpl_;       // peer's completion records land here (receiver role)
   std::unique_ptr<uint8_t[]> out_fifo_;   // our posts, staged per slot (receiver role)
-  std::unique_ptr<uint8_t[]> out_rec_;    // our completion records, staged per request slot
+  std::unique_ptr<uint8_t[]> out_rec_;    // our completion records, staged (a ring of 2 x depth)
   Descriptor fifo_desc_, cmpl_desc_, peer_fifo_, peer_cmpl_;
   bool started_ = false;
   bool dead_ = false;
@@ -177,7 +178,7 @@ class TaggedEndpoint {
   std::map<uint32_t, std::deque<Elem>> posted_;  // by tag, in posting order
   std::map<uint32_t, std::deque<uint64_t>> sends_;  // by tag, in isend order
   std::deque<Match> match_backlog_;
-  uint32_t rec_next_ = 0;                        // next out_rec_ entry (a ring of depth)
+  uint32_t rec_next_ = 0;                        // next out_rec_ entry
   uint64_t wakeups_ = 0;
   bool in_notify_ = false, notify_again_ = false;
   std::function<void(TaggedEndpoint&)> progress_;
