@@ -293,6 +293,7 @@ class VerbsEngine final : public Engine {
     if (c.wr_id == kRecvTag) {
       if (!c.ok()) return fail_qp(c);
       if (c.opcode == IBV_WC_RECV_RDMA_WITH_IMM && imm_handler) imm_handler(c.imm(), c.byte_len);
+      if (state_ != EndpointState::kConnected) return;  // the handler closed the endpoint
       if (Status s = post_recv(); !s.ok()) fail(s);
       return;
     }

@@ -11,6 +11,7 @@
 #include "conduit/reactor/event_loop.h"
 #include "conduit/rma/endpoint.h"
 #include "conduit/transport/connection.h"
+#include "tagged_wire.h"
 #include "wire.h"
 
 namespace conduit::rma {
@@ -189,6 +190,85 @@ TEST_F(RmaHostile, AnUnsolicitedResponseClosesOnlyThatEndpoint) {
   send_raw(b);
   ASSERT_TRUE(run_until(*loop_, [&] { return !closed_errors_.empty(); }));
   expect_only_that_one_closes(0);
+}
+
+// The tagged layer's formats (docs/PROTOCOL.md, "rma tagged"): layout pinned, every bad
+// field refused.
+TEST(RmaTaggedWire, HelloRoundTripsAndRefusesBadFields) {
+  using namespace tagged_wire;
+  const Descriptor f{0x1000, 64 * 288, 0x11, Rights::kWrite, 1}, c{0x9000, 64 * 128, 0x22, Rights::kWrite, 2};
+  auto h = encode_hello(64, f, c);
+  EXPECT_EQ(wire::get32(h.data()), 0x43544147u);
+  EXPECT_EQ(h[4], 1);
+  EXPECT_EQ(wire::get16(h.data() + 6), 64);
+  auto back = decode_hello(h);
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  EXPECT_EQ(back->slots, 64u);
+  EXPECT_EQ(back->fifo, f);
+  EXPECT_EQ(back->cmpl, c);
+  for (size_t at : {size_t{0}, size_t{4}, size_t{5}, size_t{6}, size_t{8}, size_t{16}, size_t{49}}) {
+    auto bad = h;
+    bad[at] ^= 0xff;
+    if (at == 6) bad[7] = 0, bad[6] = 0;  // slots 0
+    EXPECT_EQ(decode_hello(bad).status().code(), Code::kProtocolError) << "byte " << at;
+  }
+  EXPECT_EQ(decode_hello(std::span<const uint8_t>(h.data(), 79)).status().code(), Code::kProtocolError);
+  const Descriptor ro{0x1000, 64 * 288, 0x11, Rights::kRead, 1};
+  EXPECT_EQ(decode_hello(encode_hello(64, ro, c)).status().code(), Code::kProtocolError);
+}
+
+TEST(RmaTaggedWire, FifoSlotAndRecordPinTheLayout) {
+  using namespace tagged_wire;
+  FifoSlot s;
+  s.seq = 0x01020304;
+  s.count = 2;
+  s.elems[0] = FifoElem{0x1122334455667788, 4096, 0xaabbccdd, 5, 77};
+  s.elems[1] = FifoElem{0, 0, 0, 0, 78};
+  std::array<uint8_t, kFifoSlotBytes> w{};
+  encode_fifo_slot(s, w);
+  EXPECT_EQ(w[0], 1);
+  EXPECT_EQ(w[1], 2);
+  EXPECT_EQ(wire::get32(w.data() + 4), 0x01020304u);
+  EXPECT_EQ(wire::get64(w.data() + 32), 0x1122334455667788u);
+  EXPECT_EQ(wire::get64(w.data() + 40), 4096u);
+  EXPECT_EQ(wire::get32(w.data() + 48), 0xaabbccddu);
+  EXPECT_EQ(wire::get32(w.data() + 52), 5u);
+  EXPECT_EQ(wire::get32(w.data() + 56), 77u);
+  EXPECT_EQ(wire::get32(w.data() + 64 + 24), 78u);
+  auto back = decode_fifo_slot(w);
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  EXPECT_EQ(back->count, 2u);
+  EXPECT_EQ(back->elems[0].tag, 77u);
+  EXPECT_EQ(back->elems[0].addr, 0x1122334455667788u);
+  for (size_t at : {size_t{0}, size_t{2}, size_t{8}, size_t{31}, size_t{60}, size_t{96}, size_t{287}}) {
+    auto bad = w;
+    bad[at] ^= 0x40;
+    EXPECT_EQ(decode_fifo_slot(bad).status().code(), Code::kProtocolError) << "byte " << at;
+  }
+  for (uint8_t count : {uint8_t{0}, uint8_t{9}}) {
+    auto bad = w;
+    bad[1] = count;
+    EXPECT_EQ(decode_fifo_slot(bad).status().code(), Code::kProtocolError) << "count " << int(count);
+  }
+  uint8_t r[kRecordBytes];
+  encode_record(r, kRecordTooLarge, 9, 1ull << 33);
+  const uint8_t expect[16] = {1, 1, 0, 0, 0, 0, 0, 9, 0, 0, 0, 2, 0, 0, 0, 0};
+  EXPECT_EQ(0, std::memcmp(r, expect, 16));
+  auto rec = decode_record(r);
+  ASSERT_TRUE(rec.ok());
+  EXPECT_EQ(rec->size, 1ull << 33);
+  for (size_t at : {size_t{0}, size_t{1}, size_t{2}}) {
+    uint8_t bad[kRecordBytes];
+    std::memcpy(bad, r, sizeof bad);
+    bad[at] ^= 0x02;
+    EXPECT_EQ(decode_record(bad).status().code(), Code::kProtocolError) << "byte " << at;
+  }
+  EXPECT_EQ(imm_kind(fifo_imm(4095)), ImmKind::kFifoPost);
+  EXPECT_EQ(fifo_imm_slot(fifo_imm(4095)), 4095u);
+  EXPECT_EQ(imm_kind(record_imm(4095, 7)), ImmKind::kRecord);
+  EXPECT_EQ(record_imm_slot(record_imm(4095, 7)), 4095u);
+  EXPECT_EQ(record_imm_index(record_imm(4095, 7)), 7u);
+  EXPECT_EQ(imm_kind(1u << 20), ImmKind::kBad);
 }
 
 }  // namespace

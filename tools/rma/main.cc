@@ -8,19 +8,25 @@
 // the descriptor over a pipe; the child connects and measures.  lat: one op at a time,
 // event-driven completions (compare with perftest -e), prints t_min / t_typical (median) /
 // t_avg / t_max in microseconds.  bw: --depth ops in flight, prints MiB/s (2^20 bytes per
-// MB, perftest's unit).  --json for machines.
+// MB, perftest's unit).  --op tagged (bw only): tagged send/recv (rma::TaggedEndpoint): the
+// parent posts receives of --size into a ring of registered buffers and re-posts each as it
+// completes, the child isends --iters messages; bandwidth is the sender's, first isend to
+// last completion (a send completes when its data and record landed).  --json for machines.
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <array>
 #include <chrono>
+#include <deque>
 #include <cstdio>
 #include <string>
 #include <vector>
 
 #include "conduit/reactor/event_loop.h"
 #include "conduit/rma/endpoint.h"
+#include "conduit/rma/tagged.h"
 
 using namespace conduit;
 using Clock = std::chrono::steady_clock;
@@ -35,14 +41,72 @@ struct Args {
   bool json = false;
 };
 
-int serve(const Args& a, int desc_fd, int ready_fd, pid_t child, int* child_status) {
+// The receiving side of --op tagged: its hello to the child, the child's back, then a ring of
+// posted receives re-posted as they complete, until --iters messages arrived.
+struct TaggedReceiver {
+  std::unique_ptr<rma::TaggedEndpoint> t;
+  std::vector<uint8_t> ring;
+  rma::Descriptor reg;
+  std::vector<rma::Request> posted;  // by ring slot
+  std::vector<bool> busy;
+  int received = 0, posts = 0;
+  bool failed = false;
+
+  bool start(const Args& a, std::unique_ptr<rma::Endpoint> ep, int hello_out, int hello_in) {
+    auto tt = rma::TaggedEndpoint::create(std::move(ep));
+    if (!tt.ok()) return std::fprintf(stderr, "conduit-rma-perf: %s\n", tt.status().to_string().c_str()), false;
+    t = std::move(*tt);
+    const auto h = t->hello();
+    if (write(hello_out, h.data(), h.size()) != static_cast<ssize_t>(h.size())) return false;
+    std::array<uint8_t, rma::TaggedEndpoint::kHelloSize> peer{};
+    if (read(hello_in, peer.data(), peer.size()) != static_cast<ssize_t>(peer.size())) return false;
+    if (Status s = t->start(peer); !s.ok()) return std::fprintf(stderr, "conduit-rma-perf: %s\n", s.to_string().c_str()), false;
+    const size_t slots = rma::TaggedOptions{}.slots;  // every FIFO slot in use
+    ring.assign(slots * a.size, 0);
+    auto r = t->register_buffer(ring.data(), ring.size());
+    if (!r.ok()) return std::fprintf(stderr, "conduit-rma-perf: %s\n", r.status().to_string().c_str()), false;
+    reg = *r;
+    posted.assign(slots, {});
+    busy.assign(slots, false);
+    t->set_progress_handler([this, &a](rma::TaggedEndpoint&) { pump(a); });
+    pump(a);
+    return true;
+  }
+  void pump(const Args& a) {
+    for (size_t i = 0; i < posted.size(); ++i) {
+      if (!busy[i]) continue;
+      auto c = t->test(posted[i]);
+      if (!c.ok() || !c->has_value()) continue;
+      busy[i] = false;
+      if (!(*c)->status.ok()) failed = true;
+      ++received;
+    }
+    for (size_t i = 0; i < posted.size() && posts < a.iters && !failed; ++i) {
+      if (busy[i]) continue;
+      const uint32_t tag = 0;
+      rma::RecvBuffer b{std::span<uint8_t>(ring.data() + i * a.size, a.size), reg};
+      auto r = t->irecv(std::span<const uint32_t>(&tag, 1), std::span<const rma::RecvBuffer>(&b, 1));
+      if (!r.ok()) break;  // would-block: re-tried on the next completion
+      posted[i] = *r;
+      busy[i] = true;
+      ++posts;
+    }
+  }
+};
+
+int serve(const Args& a, int desc_fd, int ready_fd, int hello_fd, pid_t child, int* child_status) {
   auto loop = reactor::EventLoop::create();
   if (!loop.ok()) return 3;
   std::vector<uint8_t> mem(std::max<size_t>(a.size, 8), 0);
   std::unique_ptr<rma::Endpoint> peer;
+  TaggedReceiver receiver;
   bool gone = false;
   std::string url = a.url + (a.url.find('?') == std::string::npos ? "?" : "&") + "depth=" + std::to_string(a.depth);
   auto l = rma::Listener::listen(**loop, url, [&](std::unique_ptr<rma::Endpoint> ep) {
+    if (a.op == "tagged") {  // the child's exit ends the run (waitpid below)
+      if (!receiver.start(a, std::move(ep), desc_fd, hello_fd)) gone = true;
+      return;
+    }
     auto d = ep->expose(mem.data(), mem.size(), rma::kAllRights);
     if (!d.ok()) {
       std::fprintf(stderr, "conduit-rma-perf: expose: %s\n", d.status().to_string().c_str());
@@ -77,7 +141,57 @@ rma::Op make(const Args& a, std::vector<uint8_t>& buf, const rma::Descriptor& d,
   return rma::Op::write(buf, d, 0, std::move(cb));
 }
 
-int measure(const Args& a, const std::string& url, int desc_fd) {
+// The sending side of --op tagged: --iters isends of one buffer, as many in flight as the
+// tagged endpoint takes (max_requests), reaped in order.
+int measure_tagged(const Args& a, reactor::EventLoop& loop, std::unique_ptr<rma::Endpoint> ep, int hello_in,
+                   int hello_out) {
+  auto tt = rma::TaggedEndpoint::create(std::move(ep));
+  if (!tt.ok()) return std::fprintf(stderr, "conduit-rma-perf: %s\n", tt.status().to_string().c_str()), 4;
+  auto& t = **tt;
+  const auto h = t.hello();
+  if (write(hello_out, h.data(), h.size()) != static_cast<ssize_t>(h.size())) return 4;
+  std::array<uint8_t, rma::TaggedEndpoint::kHelloSize> peer{};
+  if (read(hello_in, peer.data(), peer.size()) != static_cast<ssize_t>(peer.size())) return 4;
+  if (Status s = t.start(peer); !s.ok()) return std::fprintf(stderr, "conduit-rma-perf: %s\n", s.to_string().c_str()), 4;
+  std::vector<uint8_t> buf(a.size, 0x5a);
+  std::deque<rma::Request> q;
+  int issued = 0, done = 0, failed = 0;
+  const auto t0 = Clock::now();
+  while (done < a.iters && failed == 0) {
+    while (issued < a.iters) {
+      auto r = t.isend(0, buf);
+      if (!r.ok()) {
+        if (r.status().would_block()) break;
+        return std::fprintf(stderr, "conduit-rma-perf: %s\n", r.status().to_string().c_str()), 5;
+      }
+      q.push_back(*r);
+      ++issued;
+    }
+    (void)loop.run_once(100);
+    while (!q.empty()) {
+      auto c = t.test(q.front());
+      if (!c.ok() || !c->has_value()) break;
+      if (!(*c)->status.ok()) {
+        std::fprintf(stderr, "conduit-rma-perf: %s\n", (*c)->status.to_string().c_str());
+        ++failed;
+      }
+      q.pop_front();
+      ++done;
+    }
+  }
+  const double sec = std::chrono::duration<double>(Clock::now() - t0).count();
+  if (failed) return 5;
+  const double mibs = static_cast<double>(a.size) * a.iters / sec / (1 << 20);
+  if (a.json)
+    std::printf("{\"op\":\"tagged\",\"mode\":\"bw\",\"bytes\":%zu,\"iters\":%d,\"bw_mib_s\":%.2f,\"msg_rate_mpps\":%.6f}\n",
+                a.size, a.iters, mibs, a.iters / sec / 1e6);
+  else
+    std::printf(" #bytes #iterations BW average[MB/sec] MsgRate[Mpps]\n %zu %d %.2f %.6f\n", a.size, a.iters, mibs,
+                a.iters / sec / 1e6);
+  return 0;
+}
+
+int measure(const Args& a, const std::string& url, int desc_fd, int hello_fd) {
   auto loop = reactor::EventLoop::create();
   if (!loop.ok()) return 4;
   bool up = false;
@@ -91,6 +205,7 @@ int measure(const Args& a, const std::string& url, int desc_fd) {
   if (!ep.ok()) return std::fprintf(stderr, "conduit-rma-perf: %s\n", ep.status().to_string().c_str()), 4;
   while (!up) (void)(*loop)->run_once(100);
   if (!st.ok()) return std::fprintf(stderr, "conduit-rma-perf: connect: %s\n", st.to_string().c_str()), 4;
+  if (a.op == "tagged") return measure_tagged(a, **loop, std::move(*ep), desc_fd, hello_fd);
   uint8_t w[rma::Descriptor::kWireSize];
   if (read(desc_fd, w, sizeof w) != static_cast<ssize_t>(sizeof w)) return 4;
   auto d = rma::Descriptor::decode(w);
@@ -154,8 +269,8 @@ int main(int argc, char** argv) {
   Args a;
   CLI::App app{"conduit-rma-perf: rma read/write/atomic latency and bandwidth"};
   app.add_option("--url", a.url, "where the server side listens (rdma://, tcp://, shm://, auto://)")->required();
-  app.add_option("--op", a.op, "read, write or atomic (fetch-and-add on 8 bytes)")
-      ->check(CLI::IsMember({"read", "write", "atomic"}));
+  app.add_option("--op", a.op, "read, write, atomic (fetch-and-add on 8 bytes) or tagged (send/recv, bw)")
+      ->check(CLI::IsMember({"read", "write", "atomic", "tagged"}));
   app.add_option("--mode", a.mode, "lat (one op at a time) or bw (--depth in flight)")->check(CLI::IsMember({"lat", "bw"}));
   app.add_option("--size", a.size, "bytes per op (atomic: 8)")->check(CLI::Range(size_t{1}, size_t{1} << 30));
   app.add_option("--iters", a.iters, "operations")->check(CLI::Range(1, 100000000));
@@ -163,27 +278,30 @@ int main(int argc, char** argv) {
   app.add_flag("--json", a.json, "one JSON line");
   CLI11_PARSE(app, argc, argv);
   if (a.mode == "lat") a.depth = std::max(a.depth, 1);
-  int desc[2], ready[2];
-  if (pipe(desc) != 0 || pipe(ready) != 0) return 3;
+  if (a.op == "tagged" && a.mode != "bw") return std::fprintf(stderr, "conduit-rma-perf: --op tagged takes --mode bw\n"), 2;
+  int desc[2], ready[2], hello[2];  // hello: the child's tagged hello to the parent
+  if (pipe(desc) != 0 || pipe(ready) != 0 || pipe(hello) != 0) return 3;
   const pid_t pid = fork();
   if (pid < 0) return 3;
   if (pid == 0) {
     ::close(desc[1]);
     ::close(ready[1]);
+    ::close(hello[0]);
     char line[512] = {};
     size_t n = 0;
     while (n < sizeof line - 1 && read(ready[0], line + n, 1) == 1 && line[n] != '\n') ++n;
     line[n] = 0;
     if (n == 0) _exit(4);
-    const int rc = measure(a, line, desc[0]);
+    const int rc = measure(a, line, desc[0], hello[1]);
     std::fflush(stdout);
     _exit(rc);
   }
   ::close(desc[0]);
   ::close(ready[0]);
+  ::close(hello[1]);
   // The server runs until its peer goes away (the child exits and its endpoint closes).
   int st = 0;
-  const int rc = serve(a, desc[1], ready[1], pid, &st);
+  const int rc = serve(a, desc[1], ready[1], hello[0], pid, &st);
   if (rc != 0) {
     waitpid(pid, &st, 0);
     return rc;
