@@ -216,6 +216,11 @@ class RdmaConnection final : public Connection,
   // What the peer's CONNECT_REQUEST offered (server side): our accept may not exceed it.
   uint8_t peer_initiator_depth_ = 1;
   uint8_t peer_responder_resources_ = 1;
+  // RDMA READ resources as rdma_cm settled them (PROTOCOL.md "Rendezvous": reserved on
+  // every connection so the rendezvous extension can be negotiated later): READs this side
+  // may have outstanding as initiator, and the peer's READs it serves at once as target.
+  uint8_t read_initiator_depth_ = 0;
+  uint8_t read_responder_resources_ = 0;
 
   std::unique_ptr<QpResources> res_;
   Arena* arena_ = nullptr;  // the loop context's, for this connection's PD
