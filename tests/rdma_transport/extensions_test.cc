@@ -29,16 +29,7 @@ std::string settle(Pair& p, const std::string& want) {
   return std::string(p.client->caps().extensions) + "/" + std::string(p.server->caps().extensions);
 }
 
-class RdmaExtensions : public ::testing::Test {
- protected:
-  void SetUp() override {
-    CONDUIT_OPEN_DEVICE_OR_SKIP(ctx);
-    (void)ctx;
-    CONDUIT_REQUIRE_ADDR_OR_SKIP(a);
-    addr_ = a;
-  }
-  std::string addr_;
-};
+class RdmaExtensions : public RdmaDeviceTest {};
 
 TEST_F(RdmaExtensions, NegotiatedOnlyWhenBothSidesOfferThem) {
   struct Case {

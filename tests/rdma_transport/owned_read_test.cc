@@ -25,22 +25,7 @@ std::vector<uint8_t> random_bytes(size_t n, uint32_t seed) {
   return v;
 }
 
-uint64_t thread_cpu_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(ts.tv_nsec);
-}
-
-class RdmaOwnedRead : public ::testing::Test {
- protected:
-  void SetUp() override {
-    CONDUIT_OPEN_DEVICE_OR_SKIP(ctx);
-    (void)ctx;
-    CONDUIT_REQUIRE_ADDR_OR_SKIP(a);
-    addr_ = a;
-  }
-  std::string addr_;
-};
+class RdmaOwnedRead : public RdmaDeviceTest {};
 
 // Writes `data` from a (plain writes) and reads it on b with read_owned, copying each view
 // out and releasing it at once.  Returns what b got; counts views that were not in place.

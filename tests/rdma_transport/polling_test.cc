@@ -20,12 +20,6 @@ using namespace conduit::transport::testing;
 
 constexpr size_t kMsg = 64;
 
-uint64_t thread_cpu_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(ts.tv_nsec);
-}
-
 void fill(uint8_t* m, uint32_t round) {
   std::memcpy(m, &round, sizeof round);
   for (size_t i = sizeof round; i < kMsg; ++i) m[i] = static_cast<uint8_t>(round * 31 + i);
@@ -74,16 +68,7 @@ uint32_t ping_pong(Pair& pair, uint32_t rounds) {
   return broken ? 0 : done;
 }
 
-class RdmaPolling : public ::testing::Test {
- protected:
-  void SetUp() override {
-    CONDUIT_OPEN_DEVICE_OR_SKIP(ctx);
-    (void)ctx;
-    CONDUIT_REQUIRE_ADDR_OR_SKIP(a);
-    addr_ = a;
-  }
-  std::string addr_;
-};
+class RdmaPolling : public RdmaDeviceTest {};
 
 // While a connection polls, completions are found by polling, not announced by events.
 // Shown with a fixed window (busy_poll_us): the adaptive one backs off whenever its spin

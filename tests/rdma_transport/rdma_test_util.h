@@ -1,6 +1,9 @@
-// Helpers shared by the rdma:// transport tests: a bounded event-loop wait, a connected
-// pair on one loop, and a handler-driven transfer.
+// Helpers shared by the rdma:// transport tests: the device fixture, a bounded event-loop
+// wait, a connected pair on one loop, a handler-driven transfer, the thread's CPU time.
 #pragma once
+
+#include <gtest/gtest.h>
+#include <time.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -10,10 +13,31 @@
 
 #include "conduit/base/clock.h"
 #include "conduit/transport/connection.h"
+#include "rdma_env.h"
 
 namespace conduit::transport::testing {
 
 inline constexpr uint64_t kMs = 1'000'000;
+
+// Base fixture: skips the test without a device or without CONDUIT_RDMA_ADDR (fails with
+// CONDUIT_REQUIRE_RDMA=1); addr_ is the address to listen on.
+class RdmaDeviceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    CONDUIT_OPEN_DEVICE_OR_SKIP(ctx);
+    (void)ctx;
+    CONDUIT_REQUIRE_ADDR_OR_SKIP(a);
+    addr_ = a;
+  }
+  std::string addr_;
+};
+
+// CPU time the calling thread used (a loop that spins shows up here, one that sleeps not).
+inline uint64_t thread_cpu_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(ts.tv_nsec);
+}
 
 // Runs `loop` until `pred` holds or `timeout_ms` pass; returns pred().
 template <typename Pred>

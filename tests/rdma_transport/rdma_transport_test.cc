@@ -20,16 +20,7 @@ Result<std::unique_ptr<Pair>> make_rdma_pair(const std::string& addr, const std:
   return make_pair(addr, opts, opts);
 }
 
-class RdmaTransport : public ::testing::Test {
- protected:
-  void SetUp() override {
-    CONDUIT_OPEN_DEVICE_OR_SKIP(ctx);
-    (void)ctx;
-    CONDUIT_REQUIRE_ADDR_OR_SKIP(a);
-    addr_ = a;
-  }
-  std::string addr_;
-};
+class RdmaTransport : public RdmaDeviceTest {};
 
 TEST_F(RdmaTransport, ConnectsAndReportsState) {
   auto p = make_rdma_pair(addr_);
