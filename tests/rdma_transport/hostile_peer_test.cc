@@ -147,26 +147,34 @@ TEST_F(HostilePeer, ReadDoneWithoutRendezvous) {
 
 // Setup reserves RDMA READ resources (for the rendezvous extension, negotiated later): the
 // server accepts with as many as the requester asked, up to the device's limits and 16,
-// and a Valkey-like requester asking 1 and 1 gets exactly that.
+// never more than the requester asked in either direction (rdma_accept(3): it serves at
+// most the requester's initiator depth and issues at most the requester's responder
+// resources), and a Valkey-like requester asking 1 and 1 gets exactly that. Asymmetric asks
+// tell the two directions apart.
 TEST_F(HostilePeer, SetupReservesReadResources) {
   auto dev = verbs::testing::open_test_device();
   ASSERT_TRUE(dev.ok()) << dev.status().to_string();
   const int dev_init = (*dev)->attr().max_qp_init_rd_atom, dev_resp = (*dev)->attr().max_qp_rd_atom;
-  for (int ask : {1, 4, 64}) {
+  struct Ask {
+    int initiator, responder;
+  } asks[] = {{1, 1}, {4, 4}, {64, 64}, {1, 8}, {8, 1}, {2, 5}};
+  for (const Ask& ask : asks) {
+    SCOPED_TRACE("asked initiator " + std::to_string(ask.initiator) + " responder " + std::to_string(ask.responder));
     std::atomic<bool> done{false};
     Status st;
     RawPeer peer;
     std::thread t([&] {
-      st = peer.connect(addr_, port_, static_cast<uint8_t>(ask));
+      st = peer.connect(addr_, port_, static_cast<uint8_t>(ask.initiator), static_cast<uint8_t>(ask.responder));
       done = true;
     });
     ASSERT_TRUE(run_until([&] { return done.load(); }));
     t.join();
-    ASSERT_TRUE(st.ok()) << st.to_string();
-    // The reply's initiator depth bounds the READs the server may issue (we asked to serve
-    // `ask`), its responder resources the READs it serves for us.
-    EXPECT_EQ(peer.reply_initiator_depth, std::min({ask, dev_init, rdma::kMaxReadDepth})) << "asked " << ask;
-    EXPECT_EQ(peer.reply_responder_resources, std::min({ask, dev_resp, rdma::kMaxReadDepth})) << "asked " << ask;
+    ASSERT_TRUE(st.ok()) << st.to_string();  // connect() waits for the server's RegisterXferMemory
+    // Seen from the requester: its READs are bounded by the server's responder resources
+    // (<= what it asked to issue), the server's READs by its initiator depth (<= what the
+    // requester said it serves).
+    EXPECT_EQ(peer.reply_initiator_depth, std::min({ask.initiator, dev_resp, rdma::kMaxReadDepth}));
+    EXPECT_EQ(peer.reply_responder_resources, std::min({ask.responder, dev_init, rdma::kMaxReadDepth}));
   }
 }
 

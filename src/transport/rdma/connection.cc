@@ -125,8 +125,8 @@ Result<std::unique_ptr<RdmaConnection>> RdmaConnection::start_accept(LoopContext
   c->res_ = std::make_unique<QpResources>();
   c->res_->id = std::move(request.new_id);
   c->res_->id->set_user_data(static_cast<CmSink*>(c.get()));
-  c->peer_initiator_depth_ = request.initiator_depth;
-  c->peer_responder_resources_ = request.responder_resources;
+  c->req_initiator_depth_ = request.initiator_depth;
+  c->req_responder_resources_ = request.responder_resources;
   c->peer_ = c->res_->id->peer_address().to_string();
   c->local_ = c->res_->id->local_address().to_string();
   CONDUIT_RETURN_IF_ERROR(c->setup_resources());
@@ -159,10 +159,12 @@ Status RdmaConnection::cm_connect_params(bool accept) {
     read_responder_resources_ = dev_responder;
     return id.connect({}, dev_initiator, dev_responder, rnr, retry);
   }
-  // Never more outstanding READs than the requester said it can take, nor more than it
-  // serves.
-  read_initiator_depth_ = std::min(dev_initiator, peer_responder_resources_);
-  read_responder_resources_ = std::min(dev_responder, peer_initiator_depth_);
+  // Never more outstanding READs than the requester serves, nor serving more than it may
+  // issue. rdma_cm reports the request from our side already (rdma_get_cm_event(3): the
+  // event's initiator_depth is the requester's responder_resources and the reverse), so
+  // its fields bound ours of the same name (rdma_accept(3)).
+  read_initiator_depth_ = std::min(dev_initiator, req_initiator_depth_);
+  read_responder_resources_ = std::min(dev_responder, req_responder_resources_);
   return id.accept({}, read_initiator_depth_, read_responder_resources_, rnr, retry);
 }
 
@@ -353,10 +355,11 @@ void RdmaConnection::on_cm_event(CmEvent& ev) {
     }
     case RDMA_CM_EVENT_ESTABLISHED:
       if (client_side_) {
-        // The reply carries the server's choice: its initiator depth bounds the READs we
-        // serve, its responder resources bound ours.
-        read_initiator_depth_ = std::min(read_initiator_depth_, ev.responder_resources);
-        read_responder_resources_ = std::min(read_responder_resources_, ev.initiator_depth);
+        // The reply carries the server's choice, reported from our side like the request
+        // on its side: ev.initiator_depth is the server's responder resources (READs we
+        // may issue), ev.responder_resources its initiator depth (READs we serve).
+        read_initiator_depth_ = std::min(read_initiator_depth_, ev.initiator_depth);
+        read_responder_resources_ = std::min(read_responder_resources_, ev.responder_resources);
       }
       established();
       return;
