@@ -3,6 +3,7 @@
 // protocol error while a well-behaved connection on the same loop carries on.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <thread>
@@ -124,6 +125,57 @@ TEST_F(HostilePeer, UnknownOpcode) {
     (void)m;
     return p.send_bytes(b, kCtrlSize);
   }, "unknown opcode");
+}
+
+// Rendezvous messages are refused from a peer that did not negotiate the extension (this
+// build offers it to nobody yet: PROTOCOL.md's feature table).
+TEST_F(HostilePeer, ReadOfferWithoutRendezvous) {
+  expect_protocol_error([](RawPeer& p) {
+    uint8_t b[kCtrlSize];
+    CtrlMsg::read_offer(0, p.data->mr().addr(), 65536, p.data->mr().rkey(), 0).encode(b);
+    return p.send_bytes(b, kCtrlSize);
+  }, "ReadOffer without the rendezvous bit");
+}
+
+TEST_F(HostilePeer, ReadDoneWithoutRendezvous) {
+  expect_protocol_error([](RawPeer& p) {
+    uint8_t b[kCtrlSize];
+    CtrlMsg::read_done(0, 65536).encode(b);
+    return p.send_bytes(b, kCtrlSize);
+  }, "ReadDone without the rendezvous bit");
+}
+
+// Setup reserves RDMA READ resources (for the rendezvous extension, negotiated later): the
+// server accepts with as many as the requester asked, up to the device's limits and 16,
+// never more than the requester asked in either direction (rdma_accept(3): it serves at
+// most the requester's initiator depth and issues at most the requester's responder
+// resources), and a Valkey-like requester asking 1 and 1 gets exactly that. Asymmetric asks
+// tell the two directions apart.
+TEST_F(HostilePeer, SetupReservesReadResources) {
+  auto dev = verbs::testing::open_test_device();
+  ASSERT_TRUE(dev.ok()) << dev.status().to_string();
+  const int dev_init = (*dev)->attr().max_qp_init_rd_atom, dev_resp = (*dev)->attr().max_qp_rd_atom;
+  struct Ask {
+    int initiator, responder;
+  } asks[] = {{1, 1}, {4, 4}, {64, 64}, {1, 8}, {8, 1}, {2, 5}};
+  for (const Ask& ask : asks) {
+    SCOPED_TRACE("asked initiator " + std::to_string(ask.initiator) + " responder " + std::to_string(ask.responder));
+    std::atomic<bool> done{false};
+    Status st;
+    RawPeer peer;
+    std::thread t([&] {
+      st = peer.connect(addr_, port_, static_cast<uint8_t>(ask.initiator), static_cast<uint8_t>(ask.responder));
+      done = true;
+    });
+    ASSERT_TRUE(run_until([&] { return done.load(); }));
+    t.join();
+    ASSERT_TRUE(st.ok()) << st.to_string();  // connect() waits for the server's RegisterXferMemory
+    // Seen from the requester: its READs are bounded by the server's responder resources
+    // (<= what it asked to issue), the server's READs by its initiator depth (<= what the
+    // requester said it serves).
+    EXPECT_EQ(peer.reply_initiator_depth, std::min({ask.initiator, dev_resp, rdma::kMaxReadDepth}));
+    EXPECT_EQ(peer.reply_responder_resources, std::min({ask.responder, dev_init, rdma::kMaxReadDepth}));
+  }
 }
 
 TEST_F(HostilePeer, ShortControlMessage) {

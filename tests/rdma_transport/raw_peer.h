@@ -27,7 +27,16 @@ struct RawPeer {
   CtrlMsg server_xfer;
   int sends = 0;
 
-  Status connect(const std::string& host, uint16_t port) {
+  // The server's accept (the CM reply) as rdma_cm reports it to us, from our side:
+  // initiator depth = the server's responder resources (READs we may issue), responder
+  // resources = the server's initiator depth (READs we must serve).
+  uint8_t reply_initiator_depth = 0;
+  uint8_t reply_responder_resources = 0;
+
+  // Asks for `initiator_depth` outstanding READs of our own and serves
+  // `responder_resources` of the server's (Valkey asks 1 and 1).
+  Status connect(const std::string& host, uint16_t port, uint8_t initiator_depth = 1,
+                 uint8_t responder_resources = 1) {
     CONDUIT_ASSIGN_OR_RETURN(ch, EventChannel::create());
     CONDUIT_ASSIGN_OR_RETURN(id, CmId::create(ch));
     CONDUIT_ASSIGN_OR_RETURN(SocketAddress dst, SocketAddress::resolve(host, port));
@@ -47,8 +56,10 @@ struct RawPeer {
     data = std::make_unique<RegisteredBuffer>(std::move(d));
     for (uint32_t i = 0; i < 16; ++i) CONDUIT_RETURN_IF_ERROR(post_recv(i));
     (void)qp;
-    CONDUIT_RETURN_IF_ERROR(id->connect({}, 1, 1, 7));
+    CONDUIT_RETURN_IF_ERROR(id->connect({}, initiator_depth, responder_resources, 7));
     CONDUIT_ASSIGN_OR_RETURN(CmEvent e3, CmId::expect_event(ch, RDMA_CM_EVENT_ESTABLISHED, 5000));
+    reply_initiator_depth = e3.initiator_depth;
+    reply_responder_resources = e3.responder_resources;
     // The server advertises its RX buffer first thing.
     CONDUIT_ASSIGN_OR_RETURN(server_xfer, recv_ctrl(5000));
     if (server_xfer.opcode != static_cast<uint16_t>(rdma::Opcode::kRegisterXferMemory))

@@ -125,8 +125,8 @@ Result<std::unique_ptr<RdmaConnection>> RdmaConnection::start_accept(LoopContext
   c->res_ = std::make_unique<QpResources>();
   c->res_->id = std::move(request.new_id);
   c->res_->id->set_user_data(static_cast<CmSink*>(c.get()));
-  c->peer_initiator_depth_ = request.initiator_depth;
-  c->peer_responder_resources_ = request.responder_resources;
+  c->req_initiator_depth_ = request.initiator_depth;
+  c->req_responder_resources_ = request.responder_resources;
   c->peer_ = c->res_->id->peer_address().to_string();
   c->local_ = c->res_->id->local_address().to_string();
   CONDUIT_RETURN_IF_ERROR(c->setup_resources());
@@ -147,11 +147,25 @@ Status RdmaConnection::cm_connect_params(bool accept) {
   CmId& id = *res_->id;
   CONDUIT_RETURN_IF_ERROR(id.set_ack_timeout(static_cast<uint8_t>(options_.timeout)));
   const auto rnr = static_cast<uint8_t>(options_.rnr_retry), retry = static_cast<uint8_t>(options_.retry_cnt);
-  if (!accept) return id.connect({}, 1, 1, rnr, retry);
-  // Never more outstanding READs than the requester said it can take.
-  const uint8_t initiator = std::min<uint8_t>(1, peer_responder_resources_);
-  const uint8_t responder = std::min<uint8_t>(1, peer_initiator_depth_);
-  return id.accept({}, initiator, responder, rnr, retry);
+  // Reserve READ resources up to the device's limits (at most kMaxReadDepth), Valkey peer
+  // or not: the rendezvous extension is negotiated after setup, when they can no longer
+  // be changed.
+  const ibv_device_attr* attr = id.context() ? &id.context()->attr() : nullptr;
+  const auto clamp = [](int dev) { return static_cast<uint8_t>(std::clamp(dev, 1, kMaxReadDepth)); };
+  const uint8_t dev_initiator = attr ? clamp(attr->max_qp_init_rd_atom) : 1;
+  const uint8_t dev_responder = attr ? clamp(attr->max_qp_rd_atom) : 1;
+  if (!accept) {
+    read_initiator_depth_ = dev_initiator;  // settled by the reply: see established()
+    read_responder_resources_ = dev_responder;
+    return id.connect({}, dev_initiator, dev_responder, rnr, retry);
+  }
+  // Never more outstanding READs than the requester serves, nor serving more than it may
+  // issue. rdma_cm reports the request from our side already (rdma_get_cm_event(3): the
+  // event's initiator_depth is the requester's responder_resources and the reverse), so
+  // its fields bound ours of the same name (rdma_accept(3)).
+  read_initiator_depth_ = std::min(dev_initiator, req_initiator_depth_);
+  read_responder_resources_ = std::min(dev_responder, req_responder_resources_);
+  return id.accept({}, read_initiator_depth_, read_responder_resources_, rnr, retry);
 }
 
 Status RdmaConnection::setup_resources() {
@@ -340,6 +354,13 @@ void RdmaConnection::on_cm_event(CmEvent& ev) {
       return;
     }
     case RDMA_CM_EVENT_ESTABLISHED:
+      if (client_side_) {
+        // The reply carries the server's choice, reported from our side like the request
+        // on its side: ev.initiator_depth is the server's responder resources (READs we
+        // may issue), ev.responder_resources its initiator depth (READs we serve).
+        read_initiator_depth_ = std::min(read_initiator_depth_, ev.initiator_depth);
+        read_responder_resources_ = std::min(read_responder_resources_, ev.responder_resources);
+      }
       established();
       return;
     case RDMA_CM_EVENT_DISCONNECTED:
@@ -595,6 +616,10 @@ Status RdmaConnection::handle_ctrl(const CtrlMsg& m) {
       features_ = m.features;
       on_features();
       return {};
+    case Opcode::kReadOffer:
+    case Opcode::kReadDone:
+      // This build never offers kFeatureRendezvous, so no peer may send these.
+      return Status(Code::kProtocolError, "rdma: " + m.to_string() + " from a peer that did not negotiate rendezvous");
   }
   return Status(Code::kProtocolError, "rdma: unknown opcode " + std::to_string(m.opcode));
 }

@@ -213,9 +213,17 @@ class RdmaConnection final : public Connection,
   ConnectCallback on_connect_;
   ConnStats stats_;
   std::string local_, peer_;
-  // What the peer's CONNECT_REQUEST offered (server side): our accept may not exceed it.
-  uint8_t peer_initiator_depth_ = 1;
-  uint8_t peer_responder_resources_ = 1;
+  // The peer's CONNECT_REQUEST (server side), as rdma_cm reports it from the receiver's
+  // side: the initiator depth we may accept with (= the requester's responder resources)
+  // and the responder resources it asks of us (= the requester's initiator depth). Our
+  // accept exceeds neither.
+  uint8_t req_initiator_depth_ = 1;
+  uint8_t req_responder_resources_ = 1;
+  // RDMA READ resources as rdma_cm settled them (PROTOCOL.md "Rendezvous": reserved on
+  // every connection so the rendezvous extension can be negotiated later): READs this side
+  // may have outstanding as initiator, and the peer's READs it serves at once as target.
+  uint8_t read_initiator_depth_ = 0;
+  uint8_t read_responder_resources_ = 0;
 
   std::unique_ptr<QpResources> res_;
   Arena* arena_ = nullptr;  // the loop context's, for this connection's PD

@@ -10,6 +10,11 @@ void put64(uint8_t* p, uint64_t v) { v = htobe64(v); std::memcpy(p, &v, 8); }
 uint16_t get16(const uint8_t* p) { uint16_t v; std::memcpy(&v, p, 2); return be16toh(v); }
 uint32_t get32(const uint8_t* p) { uint32_t v; std::memcpy(&v, p, 4); return be32toh(v); }
 uint64_t get64(const uint8_t* p) { uint64_t v; std::memcpy(&v, p, 8); return be64toh(v); }
+bool zero(const uint8_t* p, size_t n) {
+  for (size_t i = 0; i < n; ++i)
+    if (p[i] != 0) return false;
+  return true;
+}
 }  // namespace
 
 std::string_view opcode_name(uint16_t op) {
@@ -19,6 +24,8 @@ std::string_view opcode_name(uint16_t op) {
     case Opcode::kKeepalive: return "Keepalive";
     case Opcode::kRegisterXferMemory: return "RegisterXferMemory";
     case Opcode::kCredit: return "Credit";
+    case Opcode::kReadOffer: return "ReadOffer";
+    case Opcode::kReadDone: return "ReadDone";
   }
   return "unknown";
 }
@@ -39,6 +46,17 @@ void CtrlMsg::encode(uint8_t (&out)[kCtrlSize]) const {
       break;
     case Opcode::kCredit:
       put64(out + 24, bytes);
+      break;
+    case Opcode::kReadOffer:
+      put32(out + kRvTagOff, tag);
+      put64(out + kRvAddrOff, addr);
+      put32(out + kRvLengthOff, length);
+      put32(out + kRvRkeyOff, rkey);
+      put64(out + kRvPositionOff, position);
+      break;
+    case Opcode::kReadDone:
+      put32(out + kRvTagOff, tag);
+      put64(out + kRvDoneLengthOff, bytes);
       break;
     case Opcode::kKeepalive:
       break;
@@ -72,6 +90,24 @@ Result<CtrlMsg> CtrlMsg::decode(const uint8_t* in, uint32_t byte_len) {
       if (m.bytes == 0 || m.bytes > kMaxRxBuffer)
         return Status(Code::kProtocolError, "Credit of " + std::to_string(m.bytes) + " bytes");
       return m;
+    case Opcode::kReadOffer:
+      if (!zero(in + 2, kRvTagOff - 2)) return Status(Code::kProtocolError, "ReadOffer with non-zero reserved bytes");
+      m.tag = get32(in + kRvTagOff);
+      m.addr = get64(in + kRvAddrOff);
+      m.length = get32(in + kRvLengthOff);
+      m.rkey = get32(in + kRvRkeyOff);
+      m.position = get64(in + kRvPositionOff);
+      if (m.length == 0 || m.length > kMaxRendezvous)
+        return Status(Code::kProtocolError, "ReadOffer length " + std::to_string(m.length) + " outside 1..16 MiB");
+      return m;
+    case Opcode::kReadDone:
+      if (!zero(in + 2, kRvTagOff - 2) || !zero(in + kRvTagOff + 4, kRvDoneLengthOff - kRvTagOff - 4))
+        return Status(Code::kProtocolError, "ReadDone with non-zero reserved bytes");
+      m.tag = get32(in + kRvTagOff);
+      m.bytes = get64(in + kRvDoneLengthOff);
+      if (m.bytes == 0 || m.bytes > kMaxRendezvous)
+        return Status(Code::kProtocolError, "ReadDone length " + std::to_string(m.bytes) + " outside 1..16 MiB");
+      return m;
   }
   return Status(Code::kProtocolError, "unknown control opcode " + std::to_string(m.opcode));
 }
@@ -88,6 +124,13 @@ std::string CtrlMsg::to_string() const {
       break;
     case Opcode::kCredit:
       s += " bytes=" + std::to_string(bytes);
+      break;
+    case Opcode::kReadOffer:
+      s += " tag=" + std::to_string(tag) + " length=" + std::to_string(length) + " rkey=" + std::to_string(rkey) +
+           " position=" + std::to_string(position);
+      break;
+    case Opcode::kReadDone:
+      s += " tag=" + std::to_string(tag) + " length=" + std::to_string(bytes);
       break;
     default:
       break;

@@ -11,6 +11,12 @@
 //     0  u16 opcode | 2..15 reserved | 16 u64 addr | 24 u32 length | 28 u32 rkey
 //   Credit (0x8001, Conduit ring extension; only after kFeatureRing was negotiated)
 //     0  u16 opcode | 2..23 reserved | 24 u64 bytes consumed since the last Credit
+//   ReadOffer (0x8002, rendezvous; writer -> reader, only after kFeatureRendezvous)
+//     0  u16 opcode | 2..3 reserved | 4 u32 tag | 8 u64 addr | 16 u32 length | 20 u32 rkey
+//     24 u64 position (stream bytes written before this message)
+//   ReadDone (0x8003, rendezvous; reader -> writer)
+//     0  u16 opcode | 2..3 reserved | 4 u32 tag | 8..23 reserved | 24 u64 length read
+//   (offsets: the k*Off constants below, checked by static_asserts)
 //
 // Refusal (Conduit extension, private data of rdma_reject, 8 bytes; not a control message)
 //     0  u32 magic 'CDRJ' | 4 u8 reason (1 = handshakes full, 2 = not admitted) | 5..7 reserved
@@ -43,7 +49,9 @@ enum class Opcode : uint16_t {
   kSetClientFeature = 1,
   kKeepalive = 2,
   kRegisterXferMemory = 3,
-  kCredit = 0x8001,  // Conduit extension (ring mode)
+  kCredit = 0x8001,     // Conduit extension (ring mode)
+  kReadOffer = 0x8002,  // Conduit extension (rendezvous)
+  kReadDone = 0x8003,   // Conduit extension (rendezvous)
 };
 std::string_view opcode_name(uint16_t op);
 
@@ -57,8 +65,28 @@ std::string_view opcode_name(uint16_t op);
 //              batch instead of once per write.
 inline constexpr uint64_t kFeatureRing = 1ull << 0;
 inline constexpr uint64_t kFeatureSolicited = 1ull << 1;
+//   rendezvous owned writes of large pool slices are pulled by the reader with RDMA READ
+//              (ReadOffer / ReadDone; docs/PROTOCOL.md "Rendezvous").  The bit is allocated
+//              and its messages are encoded and validated, but the connection does not
+//              implement the transfer yet, so it is not in kFeatureKnownMask: never offered.
+inline constexpr uint64_t kFeatureRendezvous = 1ull << 2;
 // The bits this build implements and offers.
 inline constexpr uint64_t kFeatureKnownMask = kFeatureRing | kFeatureSolicited;
+static_assert((kFeatureKnownMask & kFeatureRendezvous) == 0, "offer rendezvous only once it is implemented");
+
+// Field offsets of the rendezvous messages (docs/PROTOCOL.md draws them).
+inline constexpr size_t kRvTagOff = 4, kRvAddrOff = 8, kRvLengthOff = 16, kRvRkeyOff = 20, kRvPositionOff = 24;
+inline constexpr size_t kRvDoneLengthOff = 24;
+static_assert(kRvTagOff >= 2 + 2 && kRvAddrOff == kRvTagOff + 4 && kRvLengthOff == kRvAddrOff + 8 &&
+                  kRvRkeyOff == kRvLengthOff + 4 && kRvPositionOff == kRvRkeyOff + 4 &&
+                  kRvPositionOff + 8 == kCtrlSize,
+              "ReadOffer fields are contiguous after the opcode and fill the 32 bytes");
+static_assert(kRvDoneLengthOff + 8 == kCtrlSize && kRvTagOff + 4 <= kRvDoneLengthOff, "ReadDone layout");
+// RDMA READ resources every connection reserves at setup (rdma_cm initiator_depth /
+// responder_resources, clamped to the device's), and the bound on outstanding ReadOffers.
+inline constexpr int kMaxReadDepth = 16;
+// Largest rendezvous message (one offer): the RX buffer's upper bound.
+inline constexpr uint32_t kMaxRendezvous = 16 * 1024 * 1024;
 
 // RX buffer limits (the Valkey transport's: 64 KiB .. 16 MiB).
 inline constexpr uint32_t kMinRxBuffer = 64 * 1024;
@@ -71,7 +99,9 @@ struct CtrlMsg {
   uint64_t addr = 0;       // RegisterXferMemory
   uint32_t length = 0;     // RegisterXferMemory
   uint32_t rkey = 0;       // RegisterXferMemory
-  uint64_t bytes = 0;      // Credit
+  uint64_t bytes = 0;      // Credit; ReadDone: length read
+  uint32_t tag = 0;        // ReadOffer / ReadDone: the writer's offer slot
+  uint64_t position = 0;   // ReadOffer: stream bytes written before it
 
   static CtrlMsg feature(Opcode op, uint64_t bits) {
     CtrlMsg m;
@@ -99,9 +129,31 @@ struct CtrlMsg {
     return m;
   }
 
+  // ReadOffer: `length` bytes at `addr` (window or region key `rkey`) follow `position`
+  // stream bytes; `length` is carried in the u32 field.
+  static CtrlMsg read_offer(uint32_t tag, uint64_t addr, uint32_t length, uint32_t rkey, uint64_t position) {
+    CtrlMsg m;
+    m.opcode = static_cast<uint16_t>(Opcode::kReadOffer);
+    m.tag = tag;
+    m.addr = addr;
+    m.length = length;
+    m.rkey = rkey;
+    m.position = position;
+    return m;
+  }
+  static CtrlMsg read_done(uint32_t tag, uint64_t length) {
+    CtrlMsg m;
+    m.opcode = static_cast<uint16_t>(Opcode::kReadDone);
+    m.tag = tag;
+    m.bytes = length;
+    return m;
+  }
+
   void encode(uint8_t (&out)[kCtrlSize]) const;
-  // Decodes and validates: unknown opcodes and out-of-range RegisterXferMemory lengths are
-  // protocol errors.  `byte_len` is what the receive completion reported.
+  // Decodes and validates: unknown opcodes, out-of-range RegisterXferMemory lengths, and
+  // rendezvous messages with non-zero reserved bytes or a length of 0 or above
+  // kMaxRendezvous are protocol errors (whether the bit was negotiated is the connection's
+  // check).  `byte_len` is what the receive completion reported.
   static Result<CtrlMsg> decode(const uint8_t* in, uint32_t byte_len);
   std::string to_string() const;
 };
