@@ -11,6 +11,10 @@
 //     0  u16 opcode | 2..15 reserved | 16 u64 addr | 24 u32 length | 28 u32 rkey
 //   Credit (0x8001, Conduit ring extension; only after kFeatureRing was negotiated)
 //     0  u16 opcode | 2..23 reserved | 24 u64 bytes consumed since the last Credit
+//   HalfClose (0x8004, Conduit half-close extension; only after kFeatureHalfClose)
+//     0  u16 opcode | 2..23 reserved | 24 u64 stream bytes written before it (where EOF falls)
+//   (0x8002 and 0x8003 are allocated to the READ rendezvous, feature bit 2)
+//   (offsets: the k*Off constants below, checked by static_asserts)
 //
 // Refusal (Conduit extension, private data of rdma_reject, 8 bytes; not a control message)
 //     0  u32 magic 'CDRJ' | 4 u8 reason (1 = handshakes full, 2 = not admitted) | 5..7 reserved
@@ -43,7 +47,8 @@ enum class Opcode : uint16_t {
   kSetClientFeature = 1,
   kKeepalive = 2,
   kRegisterXferMemory = 3,
-  kCredit = 0x8001,  // Conduit extension (ring mode)
+  kCredit = 0x8001,     // Conduit extension (ring mode)
+  kHalfClose = 0x8004,  // Conduit extension (half-close); 0x8002/0x8003: rendezvous
 };
 std::string_view opcode_name(uint16_t op);
 
@@ -57,8 +62,25 @@ std::string_view opcode_name(uint16_t op);
 //              batch instead of once per write.
 inline constexpr uint64_t kFeatureRing = 1ull << 0;
 inline constexpr uint64_t kFeatureSolicited = 1ull << 1;
+// (bit 2 is the READ rendezvous, allocated on another branch.)
+//   half-close shutdown_write() sends HalfClose after the last data WR on the same send
+//              queue, carrying the stream position where EOF falls; the reader returns EOF
+//              once it has read that far, and may still write.  RC ordering delivers every
+//              earlier WRITE_WITH_IMM's receive completion before the HalfClose's.
+inline constexpr uint64_t kFeatureHalfClose = 1ull << 3;
 // The bits this build implements and offers.
-inline constexpr uint64_t kFeatureKnownMask = kFeatureRing | kFeatureSolicited;
+inline constexpr uint64_t kFeatureKnownMask = kFeatureRing | kFeatureSolicited | kFeatureHalfClose;
+
+// Field offsets (the layouts above, docs/PROTOCOL.md draws them).
+inline constexpr size_t kOpcodeOff = 0, kSelectOff = 2, kFeaturesOff = 24;
+inline constexpr size_t kXferAddrOff = 16, kXferLengthOff = 24, kXferRkeyOff = 28;
+inline constexpr size_t kCreditBytesOff = 24;
+inline constexpr size_t kHalfCloseBytesOff = 24;
+static_assert(kFeaturesOff + 8 == kCtrlSize && kSelectOff == kOpcodeOff + 2, "Feature layout");
+static_assert(kXferAddrOff + 8 == kXferLengthOff && kXferLengthOff + 4 == kXferRkeyOff && kXferRkeyOff + 4 == kCtrlSize,
+              "RegisterXferMemory layout");
+static_assert(kCreditBytesOff + 8 == kCtrlSize, "Credit layout");
+static_assert(kHalfCloseBytesOff + 8 == kCtrlSize && kHalfCloseBytesOff >= kOpcodeOff + 2, "HalfClose layout");
 
 // RX buffer limits (the Valkey transport's: 64 KiB .. 16 MiB).
 inline constexpr uint32_t kMinRxBuffer = 64 * 1024;
@@ -71,7 +93,7 @@ struct CtrlMsg {
   uint64_t addr = 0;       // RegisterXferMemory
   uint32_t length = 0;     // RegisterXferMemory
   uint32_t rkey = 0;       // RegisterXferMemory
-  uint64_t bytes = 0;      // Credit
+  uint64_t bytes = 0;      // Credit; HalfClose: stream bytes written before it
 
   static CtrlMsg feature(Opcode op, uint64_t bits) {
     CtrlMsg m;
@@ -88,6 +110,14 @@ struct CtrlMsg {
     CtrlMsg m;
     m.opcode = static_cast<uint16_t>(Opcode::kCredit);
     m.bytes = bytes;
+    return m;
+  }
+  // HalfClose: the sender wrote `stream_bytes` in all (over every buffer registration)
+  // before it, and writes nothing more.
+  static CtrlMsg half_close(uint64_t stream_bytes) {
+    CtrlMsg m;
+    m.opcode = static_cast<uint16_t>(Opcode::kHalfClose);
+    m.bytes = stream_bytes;
     return m;
   }
   static CtrlMsg register_xfer(uint64_t addr, uint32_t length, uint32_t rkey) {
