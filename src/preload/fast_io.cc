@@ -364,18 +364,12 @@ int sock_shutdown(Socket& s, int how, int* err) {
     s.shut_wr = true;
     ++s.tx_gen;
     if (!s.failed) {
-      if (Status st = s.conn->shutdown_write(); !st.ok()) {
-        // rdma:// has no half-close (the Valkey RDMA protocol): the peer will not read EOF
-        // until the connection closes.  Said once per process, at warn (docs/PRELOAD.md).
-        static bool warned = false;
-        const int fd = s.fds.empty() ? -1 : s.fds.front();
-        if (!warned)
-          CONDUIT_LOG(kWarn) << "conduit-preload: fd " << fd << " shutdown(SHUT_WR): " << st.to_string()
-                             << "; the peer reads EOF only at close";
-        else
-          CONDUIT_LOG(kDebug) << "conduit-preload: fd " << fd << " shutdown(SHUT_WR): " << st.to_string();
-        warned = true;
-      }
+      // The transport's half-close: the peer reads every byte written so far, then EOF.  A
+      // connection without one (rdma:// whose peer did not negotiate it; warned once per
+      // process when the connection went fast, negotiate.cc) gives the peer EOF only at close.
+      if (Status st = s.conn->shutdown_write(); !st.ok())
+        CONDUIT_LOG(kDebug) << "conduit-preload: fd " << (s.fds.empty() ? -1 : s.fds.front())
+                            << " shutdown(SHUT_WR): " << st.to_string();
     }
   }
   return 0;

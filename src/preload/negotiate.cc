@@ -392,6 +392,22 @@ bool Engine::go_fast(Socket& s) {
   want_rx(s);
   phase_changed(s, old);
   note_decision(s);
+  // shutdown(SHUT_WR) maps onto the transport's half-close.  rdma:// has it only when both
+  // ends negotiated it (its feature bit 3; a Conduit peer with features=none or without the
+  // bit does not): say once per process, here where it is known, that such a connection's
+  // peer reads EOF only at close (docs/PRELOAD.md).
+  if (!s.conn->caps().half_close) {
+    static bool warned = false;
+    const int fd = s.fds.empty() ? -1 : s.fds.front();
+    const std::string what = "conduit-preload: fd " + std::to_string(fd) + " (" +
+                             std::string(s.conn->caps().transport) +
+                             "): the peer did not negotiate half-close; shutdown(SHUT_WR) will give it EOF only at close";
+    if (!warned)
+      CONDUIT_LOG(kWarn) << what;
+    else
+      CONDUIT_LOG(kDebug) << what;
+    warned = true;
+  }
   return true;
 }
 

@@ -94,7 +94,7 @@ constexpr OptionRow kOptionRows[] = {
     {"mode", "CONDUIT_PRELOAD_MODE", "shm", "shm, auto, rdma, tcp",
      "what a selected connection may become: `shm` = shm:// for a peer on this host, TCP for any other; "
      "`auto` = shm:// on this host, rdma:// for any other; `rdma` only that; `tcp` = nothing (calls go to libc, "
-     "connections are still listed). The default is `shm` while rdma has no half-close (Status above)",
+     "connections are still listed). The default is `shm`: `auto` would offer rdma to every other host (Status above)",
      apply_mode},
     {"ports", "CONDUIT_PRELOAD_PORTS", "", "list of ports and ranges, e.g. `6379,7000-7100`",
      "only connections to (client) or on (server) these TCP ports are selected; empty = every port", apply_ports},

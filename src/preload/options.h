@@ -45,7 +45,7 @@ struct Cidr {
 };
 
 struct Options {
-  Policy mode = Policy::kShm;  // rdma (auto) is opt-in while rdma has no half-close (PRELOAD.md, Status)
+  Policy mode = Policy::kShm;  // rdma (auto) is opt-in: it would offer rdma to every other host (PRELOAD.md, Status)
   std::vector<PortRange> ports;  // empty: every port
   std::vector<Cidr> addrs;       // empty: every address
   uint64_t timeout_ms = 1000;

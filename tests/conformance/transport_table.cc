@@ -52,12 +52,12 @@ std::string rdma_address(std::string* why) {
 std::string rdma_url(std::string* why) {
   const std::string a = rdma_address(why);
   // The listener bounds each inbound handshake by connect_timeout_ms too.
-  return a.empty() ? "" : "rdma://" + a + "?connect_timeout_ms=60000";
+  return a.empty() ? "" : "rdma://" + a + "?connect_timeout_ms=180000";
 }
 // The listener's connections take their receives from one shared receive queue.
 std::string rdma_srq_url(std::string* why) {
   const std::string a = rdma_address(why);
-  return a.empty() ? "" : "rdma://" + a + "?srq=1&connect_timeout_ms=60000";
+  return a.empty() ? "" : "rdma://" + a + "?srq=1&connect_timeout_ms=180000";
 }
 
 // auto:// on loopback: with no RDMA device here it must fall back to TCP transparently.
@@ -82,8 +82,8 @@ const std::vector<TransportCase>& transport_table() {
       // 2 MiB (RX buffer + staging), so 300 simultaneous connects on one loop take ~20 s
       // (over 30 s in the ASan build): longer than the 10 s default connect timeout, which
       // bounds one connection.
-      {"rdma", "rdma", rdma_url, "connect_timeout_ms=60000", "rdma", true, true},
-      {"rdma_srq", "rdma", rdma_srq_url, "connect_timeout_ms=60000", "rdma", true, true},
+      {"rdma", "rdma", rdma_url, "connect_timeout_ms=180000", "rdma", true, true},
+      {"rdma_srq", "rdma", rdma_srq_url, "connect_timeout_ms=180000", "rdma", true, true},
       {"auto_rdma", "auto", auto_rdma_url, "", "rdma", true, true},
   };
   return table;

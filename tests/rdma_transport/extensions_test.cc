@@ -1,7 +1,8 @@
 // Conduit's negotiated extensions of the RDMA stream protocol, on a real device:
 //   ring       incremental Credit returns, the writer wraps around the peer's buffer;
-//   solicited  the receiver arms for solicited completions and wakes once per batch.
-// Both are offered by default and fall back to the Valkey baseline when either side
+//   solicited  the receiver arms for solicited completions and wakes once per batch;
+//   half-close shutdown_write() (half_close_test.cc).
+// All are offered by default and fall back to the Valkey baseline when either side
 // does not offer them (features=none is what a Valkey peer looks like).
 #include <gtest/gtest.h>
 
@@ -35,11 +36,13 @@ TEST_F(RdmaExtensions, NegotiatedOnlyWhenBothSidesOfferThem) {
   struct Case {
     std::string server, client, want;
   } cases[] = {
-      {"", "", "ring,solicited"},
+      {"", "", "ring,solicited,half-close"},
       {"?features=none", "", ""},  // a Valkey server: answers 0, never sees SetClientFeature
       {"", "?features=none", ""},  // a Valkey client: never asks
       {"", "?features=1", "ring"},
       {"?features=2", "", "solicited"},
+      {"", "?features=8", "half-close"},
+      {"?features=9", "?features=10", "half-close"},
       {"?features=1", "?features=2", ""},
   };
   for (const Case& c : cases) {

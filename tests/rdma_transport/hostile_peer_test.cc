@@ -231,6 +231,29 @@ TEST_F(HostilePeer, RingWriteBeyondTheCredits) {
   }, "ring write beyond the credits");
 }
 
+// Conduit's half-close extension (protocol.h): a HalfClose from a peer that did not
+// negotiate it, one at a position other than the bytes written, and data after it.
+TEST_F(HostilePeer, HalfCloseWithoutNegotiation) {
+  expect_protocol_error([](RawPeer& p) { return p.send_ctrl(CtrlMsg::half_close(0)); }, "HalfClose without bit 3");
+}
+
+TEST_F(HostilePeer, HalfCloseAtTheWrongPosition) {
+  expect_protocol_error([](RawPeer& p) {
+    CONDUIT_RETURN_IF_ERROR(p.negotiate(rdma::kFeatureHalfClose));
+    CONDUIT_RETURN_IF_ERROR(p.write_imm(64, 64));
+    return p.send_ctrl(CtrlMsg::half_close(63));  // 64 bytes arrived before it
+  }, "HalfClose at the wrong position");
+}
+
+TEST_F(HostilePeer, DataAfterHalfClose) {
+  expect_protocol_error([](RawPeer& p) {
+    CONDUIT_RETURN_IF_ERROR(p.negotiate(rdma::kFeatureHalfClose));
+    CONDUIT_RETURN_IF_ERROR(p.write_imm(64, 64));
+    CONDUIT_RETURN_IF_ERROR(p.send_ctrl(CtrlMsg::half_close(64)));
+    return p.write_imm(64, 64);
+  }, "data after HalfClose");
+}
+
 // The same attacks on a listener whose connections share an SRQ: the hostile connection is
 // closed, the good one carries on, and the hostile connection's slots all come back.
 class HostilePeerSrq : public HostilePeer {

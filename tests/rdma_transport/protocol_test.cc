@@ -86,8 +86,29 @@ TEST(RdmaProtocol, ExtensionBitsAreTheDocumentedOnes) {
   EXPECT_EQ(kFeatureRing, 1u);
   EXPECT_EQ(kFeatureSolicited, 2u);
   EXPECT_EQ(kFeatureRendezvous, 4u);
+  EXPECT_EQ(kFeatureHalfClose, 8u);
   // Rendezvous is allocated (PROTOCOL.md's feature table) but not offered yet.
-  EXPECT_EQ(kFeatureKnownMask, 3u);
+  EXPECT_EQ(kFeatureKnownMask, 11u);
+}
+
+// HalfClose (0x8004): the stream position where EOF falls, big-endian u64 at 24, the rest 0.
+TEST(RdmaProtocol, HalfCloseLayout) {
+  uint8_t b[kCtrlSize];
+  CtrlMsg::half_close(0x0102030405060708ull).encode(b);
+  EXPECT_EQ(b[0], 0x80);
+  EXPECT_EQ(b[1], 0x04);
+  for (int i = 2; i < 24; ++i) EXPECT_EQ(b[i], 0) << i;
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(b[24 + i], i + 1) << i;
+  auto m = CtrlMsg::decode(b, kCtrlSize);
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  EXPECT_EQ(m->opcode, static_cast<uint16_t>(Opcode::kHalfClose));
+  EXPECT_EQ(m->bytes, 0x0102030405060708ull);
+  EXPECT_EQ(opcode_name(m->opcode), "HalfClose");
+  CtrlMsg::half_close(0).encode(b);  // nothing written before it: well-formed
+  auto z = CtrlMsg::decode(b, kCtrlSize);
+  ASSERT_TRUE(z.ok());
+  EXPECT_EQ(z->to_string(), "HalfClose at=0");
+  EXPECT_EQ(CtrlMsg::decode(b, 31).status().code(), Code::kProtocolError);
 }
 
 TEST(RdmaProtocol, ReadOfferLayout) {

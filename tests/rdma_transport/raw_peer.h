@@ -102,16 +102,17 @@ struct RawPeer {
     SendWr wr = SendWr::write_imm(&sge, 1, server_xfer.addr, server_xfer.rkey, imm).signaled();
     return id->qp()->post_send(wr);
   }
-  // Asks for the server's features and switches ring mode on, as a Conduit client would.
-  Status negotiate_ring() {
-    CONDUIT_RETURN_IF_ERROR(send_ctrl(CtrlMsg::feature(rdma::Opcode::kGetServerFeature, rdma::kFeatureRing)));
+  // Asks for the server's features and switches `bits` on, as a Conduit client would.
+  Status negotiate(uint64_t bits) {
+    CONDUIT_RETURN_IF_ERROR(send_ctrl(CtrlMsg::feature(rdma::Opcode::kGetServerFeature, bits)));
     for (;;) {
       CONDUIT_ASSIGN_OR_RETURN(CtrlMsg m, recv_ctrl(5000));
       if (m.opcode != static_cast<uint16_t>(rdma::Opcode::kGetServerFeature)) continue;  // keepalives
-      if ((m.features & rdma::kFeatureRing) == 0) return Status(Code::kProtocolError, "server offers no ring mode");
-      return send_ctrl(CtrlMsg::feature(rdma::Opcode::kSetClientFeature, rdma::kFeatureRing));
+      if ((m.features & bits) != bits) return Status(Code::kProtocolError, "server does not offer the features asked");
+      return send_ctrl(CtrlMsg::feature(rdma::Opcode::kSetClientFeature, bits));
     }
   }
+  Status negotiate_ring() { return negotiate(rdma::kFeatureRing); }
   // True once the server has disconnected us.
   bool disconnected(int timeout_ms) {
     auto ev = CmId::next_event(ch, timeout_ms);

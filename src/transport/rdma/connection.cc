@@ -59,9 +59,11 @@ Caps RdmaConnection::caps() const {
   c.transport = "rdma";
   c.max_inline = qp() ? qp()->max_inline() : 0;
   c.one_sided = true;
-  c.half_close = false;
-  static constexpr std::string_view kExt[] = {"", "ring", "solicited", "ring,solicited"};
-  c.extensions = kExt[features_ & (kFeatureRing | kFeatureSolicited)];
+  c.half_close = half_close();
+  static constexpr std::string_view kExt[] = {"",           "ring",            "solicited",
+                                              "ring,solicited", "half-close", "ring,half-close",
+                                              "solicited,half-close", "ring,solicited,half-close"};
+  c.extensions = kExt[(features_ & (kFeatureRing | kFeatureSolicited)) | (half_close() ? 4 : 0)];
   return c;
 }
 
@@ -407,8 +409,10 @@ void RdmaConnection::established() {
   if (s.ok()) s = register_rx();
   // A client asks for the server's features; a Valkey server answers 0.  The server side
   // never starts negotiation (Valkey clients may not send anything but RegisterXferMemory).
-  if (s.ok() && client_side_ && options_.feature_mask != 0)
+  if (s.ok() && client_side_ && options_.feature_mask != 0) {
     s = send_ctrl(CtrlMsg::feature(Opcode::kGetServerFeature, options_.feature_mask));
+    awaiting_features_ = s.ok();
+  }
   if (!s.ok()) return fail(s);
   arm_keepalive();
   // The caller hears of the connection once the peer has advertised its RX buffer (it
@@ -416,7 +420,11 @@ void RdmaConnection::established() {
   // new connection is writable at once.  The connect timer still bounds the wait.
   // (Servers hand over at ESTABLISHED: a client that never advertises a buffer can still be
   // served replies as soon as it does, and protocol errors reach the accepted connection.)
-  if (client_side_ && !tx_known_) {
+  // A client that asked for the server's features also waits for the answer (every server
+  // answers, Valkey's with 0), so that caps() -- half_close above all -- are final when the
+  // caller gets the connection.  Its SetClientFeature, if any, is then posted before any of
+  // the caller's data, and the server knows the extensions before it reads a byte.
+  if (client_side_ && (!tx_known_ || awaiting_features_)) {
     phase_ = Phase::kAwaitingBuffer;
     return;
   }
@@ -582,7 +590,7 @@ Status RdmaConnection::handle_ctrl(const CtrlMsg& m) {
       tx_rkey_ = m.rkey;
       tx_ = ProducerCursor(RingGeometry(m.length));
       tx_posted_ = 0;
-      if (phase_ == Phase::kAwaitingBuffer) open();
+      if (phase_ == Phase::kAwaitingBuffer && !awaiting_features_) open();
       if (write_handler_) ctx_->mark_pending(this);
       return {};
     }
@@ -605,8 +613,11 @@ Status RdmaConnection::handle_ctrl(const CtrlMsg& m) {
       }
       // The server's answer: switch on what both sides support (a Valkey server says 0,
       // and must then never see a SetClientFeature with bits set).
+      if (!awaiting_features_) return {};  // a second answer changes nothing
+      awaiting_features_ = false;
       const uint64_t chosen = m.select == 0 ? (m.features & options_.feature_mask) : 0;
-      if (chosen != 0) return send_feature(CtrlMsg::feature(Opcode::kSetClientFeature, chosen));
+      if (chosen != 0) CONDUIT_RETURN_IF_ERROR(send_feature(CtrlMsg::feature(Opcode::kSetClientFeature, chosen)));
+      if (phase_ == Phase::kAwaitingBuffer && tx_known_) open();
       return {};
     }
     case Opcode::kSetClientFeature:
@@ -620,6 +631,18 @@ Status RdmaConnection::handle_ctrl(const CtrlMsg& m) {
     case Opcode::kReadDone:
       // This build never offers kFeatureRendezvous, so no peer may send these.
       return Status(Code::kProtocolError, "rdma: " + m.to_string() + " from a peer that did not negotiate rendezvous");
+    case Opcode::kHalfClose:
+      // RC delivers the receive completions of every WRITE_WITH_IMM posted before the
+      // HalfClose ahead of it, so all the data it covers has been counted.
+      if (!half_close())
+        return Status(Code::kProtocolError, "rdma: HalfClose from a peer that did not negotiate half-close");
+      if (peer_shut_) return Status(Code::kProtocolError, "rdma: second HalfClose from the peer");
+      if (m.bytes != rx_stream_)
+        return Status(Code::kProtocolError, "rdma: HalfClose after " + std::to_string(m.bytes) + " stream bytes, but " +
+                                                std::to_string(rx_stream_) + " arrived");
+      peer_shut_ = true;
+      ctx_->mark_pending(this);  // the read handler sees EOF once the data is read
+      return {};
   }
   return Status(Code::kProtocolError, "rdma: unknown opcode " + std::to_string(m.opcode));
 }
@@ -664,6 +687,9 @@ Status RdmaConnection::handle_completion(const Completion& wc) {
       last_rx_ns_ = monotonic_ns();
       if (wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
         const uint32_t len = wc.imm();
+        if (peer_shut_)
+          return Status(Code::kProtocolError, "rdma: peer wrote " + std::to_string(len) + " bytes after its HalfClose");
+        rx_stream_ += len;
         if (!rx_.add_produced(len))
           return Status(Code::kProtocolError, "rdma: peer wrote " + std::to_string(len) + " bytes but only " +
                                                   std::to_string(rx_.granted()) + " of its " +
@@ -680,6 +706,7 @@ Status RdmaConnection::handle_completion(const Completion& wc) {
       res_->tracker->on_signaled_completion();
       release_sent();
       if (credit_blocked_) return_space();
+      if (half_close_due_) CONDUIT_RETURN_IF_ERROR(send_half_close());
       if (deferred_feature_) return send_feature(*deferred_feature_);
       return {};
     case kWrData:
@@ -687,6 +714,7 @@ Status RdmaConnection::handle_completion(const Completion& wc) {
       res_->tracker->on_signaled_completion();
       release_sent();
       if (credit_blocked_) return_space();
+      if (half_close_due_) CONDUIT_RETURN_IF_ERROR(send_half_close());
       if (deferred_feature_) return send_feature(*deferred_feature_);
       return {};
   }

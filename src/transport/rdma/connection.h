@@ -35,6 +35,7 @@ enum class Phase : uint8_t {
   kConnecting,      // client: rdma_connect sent, waiting for ESTABLISHED
   kAccepting,       // server: rdma_accept sent, waiting for ESTABLISHED
   kAwaitingBuffer,  // client: established, waiting for the peer's first RegisterXferMemory
+                    // (and for the answer to its GetServerFeature: caps() are final at hand-over)
   kOpen,            // data flows both ways
   kPeerGone,        // the peer disconnected: what it wrote is still readable, then EOF
   kFailed,          // error() says why; resources are released at close()
@@ -79,9 +80,10 @@ class RdmaConnection final : public Connection,
   void set_write_handler(Handler h) override;
   bool has_pending_data() const override { return read_handler_ != nullptr && readable(); }
   void process_pending() override { deliver(); }
-  Status shutdown_write() override {
-    return Status(Code::kNotSupported, "rdma: the Valkey RDMA protocol has no half-close");
-  }
+  // With the half-close extension negotiated (caps().half_close): posts what is buffered,
+  // then a HalfClose after it; later writes fail, reads go on.  Otherwise kNotSupported (a
+  // Valkey peer: the Valkey RDMA protocol has no half-close).
+  Status shutdown_write() override;
   void close() override;
   std::string local_address() const override { return local_; }
   std::string peer_address() const override { return peer_; }
@@ -123,7 +125,7 @@ class RdmaConnection final : public Connection,
   // Data to read (within the hold bound), or the end of the stream once all is read.
   bool readable() const {
     if (!live()) return phase_ == Phase::kFailed;
-    return rx_.available() > 0 ? hold_room() > 0 : phase_ == Phase::kPeerGone;
+    return rx_.available() > 0 ? hold_room() > 0 : peer_done();
   }
   // How much further reads may go while read_owned views are held (UINT64_MAX: none held).
   uint64_t hold_room() const {
@@ -133,15 +135,23 @@ class RdmaConnection final : public Connection,
   }
   // After the peer disconnected, writing is pointless but the write handler must still run
   // once more so the writer learns it (its write then fails, as TCP's would with EPIPE).
-  bool writable() const { return phase_ == Phase::kPeerGone || (live() && tx_known_ && tx_.free_space() > 0); }
+  // After shutdown_write() the writer is done: no handler call would do anything.
+  bool writable() const {
+    return !write_shut_ && (phase_ == Phase::kPeerGone || (live() && tx_known_ && tx_.free_space() > 0));
+  }
   bool tx_unposted() const { return tx_posted_ != tx_.head(); }
   bool ring() const { return (features_ & kFeatureRing) != 0; }
   bool solicited() const { return (features_ & kFeatureSolicited) != 0; }
+  bool half_close() const { return (features_ & kFeatureHalfClose) != 0; }
+  // The end of the stream is reached once the remaining data is read: the peer disconnected
+  // or half-closed.
+  bool peer_done() const { return phase_ == Phase::kPeerGone || peer_shut_; }
   // Something we want to post may have to wait for a send completion (a send-queue slot or
   // a control slot): the CQ must then raise events for send completions too, which a CQ
   // armed for solicited completions only does not.
   bool needs_send_events() const {
-    return tx_unposted() || credit_blocked_ || deferred_feature_.has_value() || free_ctrl_slots_.empty();
+    return tx_unposted() || credit_blocked_ || half_close_due_ || deferred_feature_.has_value() ||
+           free_ctrl_slots_.empty();
   }
   bool wants_service() const;
   bool linger();
@@ -173,6 +183,8 @@ class RdmaConnection final : public Connection,
   void on_released(ring::HoldTracker::Ticket t);
   void detach_share();
   Status flush(bool batch_end);
+  Status flush_data(bool batch_end);
+  Status send_half_close();  // the due HalfClose, once every data WR before it is posted
   void return_space();
   Status arm_cq();
   void ensure_send_events();
@@ -240,6 +252,15 @@ class RdmaConnection final : public Connection,
   bool hold_blocked_ = false;  // a read stopped at the hold bound: a release makes us runnable
   std::shared_ptr<RxShare> rx_share_;  // created by the first read_owned
   bool eof_delivered_ = false;
+  // Half-close (kFeatureHalfClose), one flag per direction like TCP's shutdown state: the
+  // phase stays kOpen while either or both directions are shut (the QP carries control
+  // messages both ways until close).
+  bool peer_shut_ = false;       // the peer's HalfClose arrived: EOF after rx_stream_ bytes
+  bool write_shut_ = false;      // shutdown_write() ran: writes fail
+  bool half_close_due_ = false;  // ... and its HalfClose is not posted yet
+  uint64_t rx_stream_ = 0;       // bytes the peer wrote to us in all (every registration)
+  uint64_t tx_stream_ = 0;       // bytes we wrote in all: a HalfClose carries it
+  bool awaiting_features_ = false;  // client: asked GetServerFeature, no answer yet
   // TX (the peer's RX buffer): write() copies to the staging buffer at the producer's
   // head -- it mirrors the peer's offset for offset -- and flush() posts [posted, head).
   // In the baseline no space comes back until the peer re-registers the buffer, so the

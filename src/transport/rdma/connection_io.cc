@@ -19,7 +19,7 @@ bool RdmaConnection::wants_service() const {
   if (live() && (tx_unposted() || (unsolicited_tail_ && solicited()))) return true;
   if (write_handler_ && writable()) return true;
   return read_handler_ != nullptr && readable() && phase_ != Phase::kFailed &&
-         !(phase_ == Phase::kPeerGone && eof_delivered_ && rx_.available() == 0);
+         !(peer_done() && eof_delivered_ && rx_.available() == 0);
 }
 
 // Polling (poll_us, busy_poll_us; conduit/base/adaptive_spin.h): while a handler is installed and
@@ -98,8 +98,14 @@ Status RdmaConnection::post_data(Extent e, bool solicit) {
 // follows before the loop sleeps (or the writer is blocked), so the last WR is solicited --
 // the one that wakes a peer which negotiated kFeatureSolicited.  A batch whose last WR went
 // out unsolicited (posted early because it reached flush_bytes) is closed by a zero-length
-// solicited WRITE_WITH_IMM.
+// solicited WRITE_WITH_IMM.  A due HalfClose follows the last of them.
 Status RdmaConnection::flush(bool batch_end) {
+  Status s = flush_data(batch_end);
+  if (half_close_due_ && s.ok()) return send_half_close();
+  return s;
+}
+
+Status RdmaConnection::flush_data(bool batch_end) {
   if (!live() || !tx_known_) return {};
   SignalTracker& t = *res_->tracker;
   if (!tx_unposted()) {
@@ -158,6 +164,45 @@ Status RdmaConnection::post_owned(size_t index, bool solicit) {
   return {};
 }
 
+// The HalfClose goes on the send queue after every data WR (posting them in order is what
+// orders it after the data at the peer).  One that finds no control slot waits for a send
+// completion, like a Credit.
+Status RdmaConnection::send_half_close() {
+  if (!sending()) {  // the peer is gone: there is nobody left to tell
+    half_close_due_ = false;
+    return {};
+  }
+  if (tx_unposted()) return {};  // flush() posts the data first, then comes back here
+  Status s = send_ctrl(CtrlMsg::half_close(tx_stream_));
+  if (s.code() == Code::kResourceExhausted) {
+    ensure_send_events();
+    return {};
+  }
+  CONDUIT_RETURN_IF_ERROR(s);
+  half_close_due_ = false;
+  // The HalfClose is solicited, so it ends the batch; nothing (not even the zero-length
+  // WRITE_WITH_IMM that closes an unsolicited batch) may follow it.
+  unsolicited_tail_ = false;
+  return {};
+}
+
+Status RdmaConnection::shutdown_write() {
+  if (!live()) return io_state();
+  if (write_shut_) return {};
+  if (!half_close())
+    return Status(Code::kNotSupported,
+                  "rdma: half-close was not negotiated with " + peer_ +
+                      " (a Valkey peer -- the Valkey RDMA protocol has none --, features without bit 3, or a client "
+                      "whose feature exchange has not finished yet); the peer reads EOF only at close");
+  write_shut_ = true;
+  if (phase_ == Phase::kPeerGone) return {};  // nothing can reach the peer any more
+  half_close_due_ = true;
+  Status s = flush(true);
+  if (s.is_error()) return s;
+  ctx_->mark_pending(this);
+  return {};
+}
+
 void RdmaConnection::release_sent() {
   if (!res_) return;
   const uint64_t done = res_->tracker->completed();
@@ -180,6 +225,7 @@ Status RdmaConnection::io_state() {
     if (phase_ == Phase::kClosed) return Status(Code::kClosed, "rdma: connection is closed");
     return Status(Code::kInvalidArgument, "rdma: connection is still being set up");
   }
+  if (write_shut_) return Status(Code::kClosed, "rdma: write after shutdown_write()");
   if (phase_ == Phase::kPeerGone) {
     // The peer is gone: what we would write can never arrive (TCP: EPIPE).
     fail(Status(Code::kClosed, "rdma: write after the peer disconnected"));
@@ -192,6 +238,7 @@ Status RdmaConnection::io_state() {
 // Small runs wait for the before-sleep hook so that many writes become one WR; a full
 // buffer or a large run goes out now (a full buffer ends the batch: the writer waits).
 Status RdmaConnection::produced(size_t n) {
+  tx_stream_ += n;
   stats_.bytes_written += n;
   ++stats_.writes;
   const bool full = tx_.free_space() == 0;
@@ -287,7 +334,7 @@ Result<size_t> RdmaConnection::write(std::span<const uint8_t> data) {
 Result<size_t> RdmaConnection::read(std::span<uint8_t> buf) {
   if (!live()) return io_state();
   if (rx_.available() == 0) {
-    if (phase_ == Phase::kPeerGone) {
+    if (peer_done()) {
       eof_delivered_ = true;
       return size_t{0};
     }
@@ -308,7 +355,7 @@ Result<size_t> RdmaConnection::read(std::span<uint8_t> buf) {
 Result<std::span<const uint8_t>> RdmaConnection::peek() {
   if (!live()) return io_state();
   if (rx_.available() == 0) {
-    if (phase_ == Phase::kPeerGone) {
+    if (peer_done()) {
       eof_delivered_ = true;
       return std::span<const uint8_t>();
     }
@@ -347,7 +394,7 @@ Result<size_t> RdmaConnection::read_owned(memory::Chain& out, size_t max) {
   const uint64_t room = holds_.empty() ? options_.hold_bytes : hold_room();
   if (room == 0) return hold_blocked();
   if (rx_.available() == 0) {
-    if (phase_ == Phase::kPeerGone) {
+    if (peer_done()) {
       eof_delivered_ = true;
       return size_t{0};
     }

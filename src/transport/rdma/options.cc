@@ -59,7 +59,7 @@ constexpr Row kRows[] = {
                    "`write_owned`: slices of `pool()` at least this large are RDMA-written from where they lie "
                    "(one work request each); smaller ones are copied into the staging area and batched"),
     Row::custom_row("features", "all", parse_features, "`all`, `none`, mask",
-                    "extensions to offer: bit 0 ring, bit 1 solicited (PROTOCOL.md); `none` behaves exactly like a "
+                    "extensions to offer: bit 0 ring, bit 1 solicited, bit 3 half-close (PROTOCOL.md); `none` behaves exactly like a "
                     "Valkey peer"),
     Row::bytes_row("credit_bytes", "0", 0, kMaxRxBuffer, &O::credit_bytes,
                    "ring mode: return space to the writer in steps of this many consumed bytes (0 = `rx_buffer`/4)")

@@ -26,6 +26,7 @@ std::string_view opcode_name(uint16_t op) {
     case Opcode::kCredit: return "Credit";
     case Opcode::kReadOffer: return "ReadOffer";
     case Opcode::kReadDone: return "ReadDone";
+    case Opcode::kHalfClose: return "HalfClose";
   }
   return "unknown";
 }
@@ -36,16 +37,19 @@ void CtrlMsg::encode(uint8_t (&out)[kCtrlSize]) const {
   switch (static_cast<Opcode>(opcode)) {
     case Opcode::kGetServerFeature:
     case Opcode::kSetClientFeature:
-      put16(out + 2, select);
-      put64(out + 24, features);
+      put16(out + kSelectOff, select);
+      put64(out + kFeaturesOff, features);
       break;
     case Opcode::kRegisterXferMemory:
-      put64(out + 16, addr);
-      put32(out + 24, length);
-      put32(out + 28, rkey);
+      put64(out + kXferAddrOff, addr);
+      put32(out + kXferLengthOff, length);
+      put32(out + kXferRkeyOff, rkey);
       break;
     case Opcode::kCredit:
-      put64(out + 24, bytes);
+      put64(out + kCreditBytesOff, bytes);
+      break;
+    case Opcode::kHalfClose:
+      put64(out + kHalfCloseBytesOff, bytes);
       break;
     case Opcode::kReadOffer:
       put32(out + kRvTagOff, tag);
@@ -71,22 +75,22 @@ Result<CtrlMsg> CtrlMsg::decode(const uint8_t* in, uint32_t byte_len) {
   switch (static_cast<Opcode>(m.opcode)) {
     case Opcode::kGetServerFeature:
     case Opcode::kSetClientFeature:
-      m.select = get16(in + 2);
-      m.features = get64(in + 24);
+      m.select = get16(in + kSelectOff);
+      m.features = get64(in + kFeaturesOff);
       return m;
     case Opcode::kKeepalive:
       return m;
     case Opcode::kRegisterXferMemory:
-      m.addr = get64(in + 16);
-      m.length = get32(in + 24);
-      m.rkey = get32(in + 28);
+      m.addr = get64(in + kXferAddrOff);
+      m.length = get32(in + kXferLengthOff);
+      m.rkey = get32(in + kXferRkeyOff);
       if (m.length < kMinRxBuffer || m.length > kMaxRxBuffer)
         return Status(Code::kProtocolError, "RegisterXferMemory length " + std::to_string(m.length) +
                                                 " outside 64 KiB..16 MiB");
       if (m.addr == 0) return Status(Code::kProtocolError, "RegisterXferMemory with a null address");
       return m;
     case Opcode::kCredit:
-      m.bytes = get64(in + 24);
+      m.bytes = get64(in + kCreditBytesOff);
       if (m.bytes == 0 || m.bytes > kMaxRxBuffer)
         return Status(Code::kProtocolError, "Credit of " + std::to_string(m.bytes) + " bytes");
       return m;
@@ -107,6 +111,11 @@ Result<CtrlMsg> CtrlMsg::decode(const uint8_t* in, uint32_t byte_len) {
       m.bytes = get64(in + kRvDoneLengthOff);
       if (m.bytes == 0 || m.bytes > kMaxRendezvous)
         return Status(Code::kProtocolError, "ReadDone length " + std::to_string(m.bytes) + " outside 1..16 MiB");
+      return m;
+    case Opcode::kHalfClose:
+      // Any position is well-formed (0: nothing was written); the connection checks it
+      // against what it received.
+      m.bytes = get64(in + kHalfCloseBytesOff);
       return m;
   }
   return Status(Code::kProtocolError, "unknown control opcode " + std::to_string(m.opcode));
@@ -131,6 +140,9 @@ std::string CtrlMsg::to_string() const {
       break;
     case Opcode::kReadDone:
       s += " tag=" + std::to_string(tag) + " length=" + std::to_string(bytes);
+      break;
+    case Opcode::kHalfClose:
+      s += " at=" + std::to_string(bytes);
       break;
     default:
       break;

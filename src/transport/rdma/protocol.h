@@ -16,6 +16,8 @@
 //     24 u64 position (stream bytes written before this message)
 //   ReadDone (0x8003, rendezvous; reader -> writer)
 //     0  u16 opcode | 2..3 reserved | 4 u32 tag | 8..23 reserved | 24 u64 length read
+//   HalfClose (0x8004, Conduit half-close extension; only after kFeatureHalfClose)
+//     0  u16 opcode | 2..23 reserved | 24 u64 stream bytes written before it (where EOF falls)
 //   (offsets: the k*Off constants below, checked by static_asserts)
 //
 // Refusal (Conduit extension, private data of rdma_reject, 8 bytes; not a control message)
@@ -52,6 +54,7 @@ enum class Opcode : uint16_t {
   kCredit = 0x8001,     // Conduit extension (ring mode)
   kReadOffer = 0x8002,  // Conduit extension (rendezvous)
   kReadDone = 0x8003,   // Conduit extension (rendezvous)
+  kHalfClose = 0x8004,  // Conduit extension (half-close)
 };
 std::string_view opcode_name(uint16_t op);
 
@@ -70,11 +73,25 @@ inline constexpr uint64_t kFeatureSolicited = 1ull << 1;
 //              and its messages are encoded and validated, but the connection does not
 //              implement the transfer yet, so it is not in kFeatureKnownMask: never offered.
 inline constexpr uint64_t kFeatureRendezvous = 1ull << 2;
+//   half-close shutdown_write() sends HalfClose after the last data WR on the same send
+//              queue, carrying the stream position where EOF falls; the reader returns EOF
+//              once it has read that far, and may still write.  RC ordering delivers every
+//              earlier WRITE_WITH_IMM's receive completion before the HalfClose's.
+inline constexpr uint64_t kFeatureHalfClose = 1ull << 3;
 // The bits this build implements and offers.
-inline constexpr uint64_t kFeatureKnownMask = kFeatureRing | kFeatureSolicited;
+inline constexpr uint64_t kFeatureKnownMask = kFeatureRing | kFeatureSolicited | kFeatureHalfClose;
 static_assert((kFeatureKnownMask & kFeatureRendezvous) == 0, "offer rendezvous only once it is implemented");
 
-// Field offsets of the rendezvous messages (docs/PROTOCOL.md draws them).
+// Field offsets (the layouts above, docs/PROTOCOL.md draws them).
+inline constexpr size_t kOpcodeOff = 0, kSelectOff = 2, kFeaturesOff = 24;
+inline constexpr size_t kXferAddrOff = 16, kXferLengthOff = 24, kXferRkeyOff = 28;
+inline constexpr size_t kCreditBytesOff = 24;
+inline constexpr size_t kHalfCloseBytesOff = 24;
+static_assert(kFeaturesOff + 8 == kCtrlSize && kSelectOff == kOpcodeOff + 2, "Feature layout");
+static_assert(kXferAddrOff + 8 == kXferLengthOff && kXferLengthOff + 4 == kXferRkeyOff && kXferRkeyOff + 4 == kCtrlSize,
+              "RegisterXferMemory layout");
+static_assert(kCreditBytesOff + 8 == kCtrlSize, "Credit layout");
+static_assert(kHalfCloseBytesOff + 8 == kCtrlSize && kHalfCloseBytesOff >= kOpcodeOff + 2, "HalfClose layout");
 inline constexpr size_t kRvTagOff = 4, kRvAddrOff = 8, kRvLengthOff = 16, kRvRkeyOff = 20, kRvPositionOff = 24;
 inline constexpr size_t kRvDoneLengthOff = 24;
 static_assert(kRvTagOff >= 2 + 2 && kRvAddrOff == kRvTagOff + 4 && kRvLengthOff == kRvAddrOff + 8 &&
@@ -99,7 +116,7 @@ struct CtrlMsg {
   uint64_t addr = 0;       // RegisterXferMemory
   uint32_t length = 0;     // RegisterXferMemory
   uint32_t rkey = 0;       // RegisterXferMemory
-  uint64_t bytes = 0;      // Credit; ReadDone: length read
+  uint64_t bytes = 0;      // Credit; ReadDone: length read; HalfClose: stream bytes before it
   uint32_t tag = 0;        // ReadOffer / ReadDone: the writer's offer slot
   uint64_t position = 0;   // ReadOffer: stream bytes written before it
 
@@ -118,6 +135,14 @@ struct CtrlMsg {
     CtrlMsg m;
     m.opcode = static_cast<uint16_t>(Opcode::kCredit);
     m.bytes = bytes;
+    return m;
+  }
+  // HalfClose: the sender wrote `stream_bytes` in all (over every buffer registration)
+  // before it, and writes nothing more.
+  static CtrlMsg half_close(uint64_t stream_bytes) {
+    CtrlMsg m;
+    m.opcode = static_cast<uint16_t>(Opcode::kHalfClose);
+    m.bytes = stream_bytes;
     return m;
   }
   static CtrlMsg register_xfer(uint64_t addr, uint32_t length, uint32_t rkey) {
