@@ -95,6 +95,7 @@ void ServerImpl::on_accept(Worker& w, std::unique_ptr<transport::Connection> con
     ++num_clients_;
     stats_.connected_clients = num_clients_;
     client_pinned_bytes_ += c->conn->stats().pinned_bytes;
+    refresh_registered_locked(w);  // its arena may be new (the first rdma client of this loop)
   }
   bump(w.connections, 1);
   c->conn->set_read_handler([c](transport::Connection&) { c->server->on_readable(c); });

@@ -71,6 +71,7 @@ done:
 void ServerImpl::clients_cron(Worker& w) {
   std::lock_guard<std::mutex> lock(mu_);
   refresh_time();
+  refresh_registered_locked(w);
   // Look at a slice of the clients per tick: all of them within about a second.
   size_t budget = std::max<size_t>(w.num_clients / std::max<uint32_t>(options_.hz, 1) + 1, 50);
   if (w.cron_cursor == nullptr) w.cron_cursor = w.clients_head;
