@@ -79,6 +79,9 @@ void ServerImpl::clients_cron(Worker& w) {
     ClientConn* c = w.cron_cursor;
     w.cron_cursor = c->next;
     if (c->closed || c->pending_commit) continue;
+    const uint64_t pinned = c->conn->stats().pinned_bytes;
+    client_pinned_bytes_ += pinned - c->pinned_counted;  // modular: a shrink subtracts
+    c->pinned_counted = pinned;
     const int64_t idle_ms = now_ms_ - c->state.last_interaction_ms;
     if (options_.timeout > 0 && idle_ms > static_cast<int64_t>(options_.timeout) * 1000 && c->out.empty()) {
       close_client_locked(c, "idle timeout");

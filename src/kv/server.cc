@@ -561,8 +561,9 @@ uint64_t ServerImpl::used_memory() {
 
 // Memory the transports hold for clients outside the heap, which malloc's counters (and,
 // until touched, RSS) do not show: shm rings, rdma registered buffers (issue 9, item 5).
-// A client's part (ConnStats::pinned_bytes) is fixed once it is connected, so it is counted
-// on accept and uncounted on close; handshakes in progress are asked of the listeners.  In
+// A client's part (ConnStats::pinned_bytes) is counted on accept, its growth by the cron (an
+// rdma client's staging area arrives after the accept) and exactly what was counted is
+// uncounted on close; handshakes in progress are asked of the listeners.  In
 // used_memory, so INFO shows it and maxmemory applies to it.  (Redis has no such memory.)
 // Accepted connections whose handshake is still running (shm, rdma; tcp has none) hold
 // descriptors and memory like clients, so maxclients counts them too.  Listener::stats()

@@ -231,6 +231,10 @@ struct ClientConn {
   std::string scheme;      // "tcp", "shm", "rdma"
   std::string peer;        // cached peer address
   std::string local;       // cached local address
+  // Its ConnStats::pinned_bytes as counted in ServerImpl::client_pinned_bytes_ (mu_): it can
+  // grow after the accept (rdma: the staging area comes with the peer's first
+  // RegisterXferMemory), so the cron adds the growth and the close takes exactly this off.
+  uint64_t pinned_counted = 0;
   RequestParser parser;
   uint64_t limits_gen = 0; // ServerImpl::limits_gen_ the parser's limits come from
   bool limits_unauth = false;  // the parser has the pre-AUTH limits (client_limits.h)
