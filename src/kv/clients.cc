@@ -94,7 +94,9 @@ void ServerImpl::on_accept(Worker& w, std::unique_ptr<transport::Connection> con
     ++w.num_clients;
     ++num_clients_;
     stats_.connected_clients = num_clients_;
-    client_pinned_bytes_ += c->conn->stats().pinned_bytes;
+    c->pinned_counted = c->conn->stats().pinned_bytes;
+    client_pinned_bytes_ += c->pinned_counted;
+    refresh_registered_locked(w);  // its arena may be new (the first rdma client of this loop)
   }
   bump(w.connections, 1);
   c->conn->set_read_handler([c](transport::Connection&) { c->server->on_readable(c); });
@@ -478,7 +480,8 @@ void ServerImpl::close_client_locked(ClientConn* c, std::string_view why) {
   }
   TransportTotals& t = transport_totals_[c->scheme];
   const transport::ConnStats& s = c->conn->stats();
-  client_pinned_bytes_ -= s.pinned_bytes;
+  client_pinned_bytes_ -= c->pinned_counted;
+  c->pinned_counted = 0;
   t.stats.bytes_read += s.bytes_read;
   t.stats.bytes_written += s.bytes_written;
   t.stats.reads += s.reads;

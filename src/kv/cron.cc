@@ -71,6 +71,7 @@ done:
 void ServerImpl::clients_cron(Worker& w) {
   std::lock_guard<std::mutex> lock(mu_);
   refresh_time();
+  refresh_registered_locked(w);
   // Look at a slice of the clients per tick: all of them within about a second.
   size_t budget = std::max<size_t>(w.num_clients / std::max<uint32_t>(options_.hz, 1) + 1, 50);
   if (w.cron_cursor == nullptr) w.cron_cursor = w.clients_head;
@@ -78,6 +79,9 @@ void ServerImpl::clients_cron(Worker& w) {
     ClientConn* c = w.cron_cursor;
     w.cron_cursor = c->next;
     if (c->closed || c->pending_commit) continue;
+    const uint64_t pinned = c->conn->stats().pinned_bytes;
+    client_pinned_bytes_ += pinned - c->pinned_counted;  // modular: a shrink subtracts
+    c->pinned_counted = pinned;
     const int64_t idle_ms = now_ms_ - c->state.last_interaction_ms;
     if (options_.timeout > 0 && idle_ms > static_cast<int64_t>(options_.timeout) * 1000 && c->out.empty()) {
       close_client_locked(c, "idle timeout");

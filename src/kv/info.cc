@@ -122,6 +122,20 @@ struct InfoSections {
     appendf(out, "used_memory_peak:%" PRIu64, s.used_memory_peak_);
     appendf(out, "used_memory_peak_human:%s", human_bytes(s.used_memory_peak_).c_str());
     appendf(out, "mem_transport_pinned:%" PRIu64, s.transport_memory_locked());
+    // rdma://'s registered arenas (conduit/transport/registered_memory.h), as of the last
+    // accept or cron tick of each worker: registered once per loop and device, they stay
+    // while the server runs; the clients' slices of them are in mem_transport_pinned.
+    const RegisteredTotals r = s.registered_locked();
+    appendf(out, "mem_rdma_arenas:%" PRIu64, r.arenas);
+    appendf(out, "mem_rdma_arena_regions:%" PRIu64, r.regions);
+    appendf(out, "mem_rdma_arena_mapped:%" PRIu64, r.bytes_mapped);
+    appendf(out, "mem_rdma_arena_registered:%" PRIu64, r.bytes_registered);
+    appendf(out, "mem_rdma_arena_registered_human:%s", human_bytes(r.bytes_registered).c_str());
+    appendf(out, "mem_rdma_arena_pool_in_use:%" PRIu64, r.pool_in_use);
+    appendf(out, "mem_rdma_arena_rx_in_use:%" PRIu64, r.rx_in_use);
+    appendf(out, "mem_rdma_arena_registrations:%" PRIu64, r.registrations);
+    appendf(out, "mem_rdma_arena_register_usec:%" PRIu64, r.register_ns / 1000);
+    appendf(out, "mem_rdma_arena_would_block:%" PRIu64, r.would_block);
     appendf(out, "used_memory_peak_rss:%ld", ru.ru_maxrss * 1024);
     appendf(out, "used_memory_lua:0");
     appendf(out, "used_memory_scripts:0");

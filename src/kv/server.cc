@@ -13,6 +13,7 @@
 
 #include "conduit/base/clock.h"
 #include "conduit/base/log.h"
+#include "conduit/transport/registered_memory.h"
 #include "server_impl.h"
 
 extern "C" size_t __sanitizer_get_current_allocated_bytes() __attribute__((weak));
@@ -561,8 +562,9 @@ uint64_t ServerImpl::used_memory() {
 
 // Memory the transports hold for clients outside the heap, which malloc's counters (and,
 // until touched, RSS) do not show: shm rings, rdma registered buffers (issue 9, item 5).
-// A client's part (ConnStats::pinned_bytes) is fixed once it is connected, so it is counted
-// on accept and uncounted on close; handshakes in progress are asked of the listeners.  In
+// A client's part (ConnStats::pinned_bytes) is counted on accept, its growth by the cron (an
+// rdma client's staging area arrives after the accept) and exactly what was counted is
+// uncounted on close; handshakes in progress are asked of the listeners.  In
 // used_memory, so INFO shows it and maxmemory applies to it.  (Redis has no such memory.)
 // Accepted connections whose handshake is still running (shm, rdma; tcp has none) hold
 // descriptors and memory like clients, so maxclients counts them too.  Listener::stats()
@@ -579,6 +581,44 @@ uint64_t ServerImpl::transport_memory_locked() const {
   for (const auto& w : workers_)
     for (const auto& l : w->listeners) n += l->stats().handshake_bytes;
   return n;
+}
+
+RegisteredTotals& RegisteredTotals::operator+=(const RegisteredTotals& o) {
+  arenas += o.arenas;
+  regions += o.regions;
+  bytes_mapped += o.bytes_mapped;
+  bytes_registered += o.bytes_registered;
+  pool_in_use += o.pool_in_use;
+  rx_in_use += o.rx_in_use;
+  registrations += o.registrations;
+  register_ns += o.register_ns;
+  would_block += o.would_block;
+  return *this;
+}
+
+// The arenas of a worker's loop: created there by its rdma connections, so read there.
+void ServerImpl::refresh_registered_locked(Worker& w) {
+  RegisteredTotals t;
+  for (const transport::RegisteredMemory& m : transport::registered_memory(*w.loop)) {
+    ++t.arenas;
+    for (const memory::PoolStats* p : {&m.pool, &m.rx, &m.rx_shared}) {
+      t.regions += p->regions;
+      t.bytes_mapped += p->bytes_mapped;
+      t.bytes_registered += p->bytes_registered;
+      t.registrations += p->registrations;
+      t.register_ns += p->register_ns;
+      t.would_block += p->would_block;
+    }
+    t.pool_in_use += m.pool.bytes_in_use;
+    t.rx_in_use += m.rx.bytes_in_use + m.rx_shared.bytes_in_use;
+  }
+  w.registered = t;
+}
+
+RegisteredTotals ServerImpl::registered_locked() const {
+  RegisteredTotals t;
+  for (const auto& w : workers_) t += w->registered;
+  return t;
 }
 
 // --- Server (public) --------------------------------------------------------------------------------

@@ -235,6 +235,10 @@ struct ClientConn {
   std::string scheme;      // "tcp", "shm", "rdma"
   std::string peer;        // cached peer address
   std::string local;       // cached local address
+  // Its ConnStats::pinned_bytes as counted in ServerImpl::client_pinned_bytes_ (mu_): it can
+  // grow after the accept (rdma: the staging area comes with the peer's first
+  // RegisterXferMemory), so the cron adds the growth and the close takes exactly this off.
+  uint64_t pinned_counted = 0;
   RequestParser parser;
   uint64_t limits_gen = 0; // ServerImpl::limits_gen_ the parser's limits come from
   bool limits_unauth = false;  // the parser has the pre-AUTH limits (client_limits.h)
@@ -268,6 +272,22 @@ struct ClientConn {
 // One reactor thread's share of the server: its loop, its connections and listeners, and
 // the replies it holds back until the AOF is written.  Worker 0 runs on the caller's loop;
 // workers 1..io_threads-1 on loops and threads the server owns.
+// What the transports keep registered on one worker's loop (rdma://'s arenas), summed over
+// its devices: conduit/transport/registered_memory.h.  Refreshed on the worker's thread
+// (accept, cron) under ServerImpl::mu_, read by INFO under mu_.
+struct RegisteredTotals {
+  uint64_t arenas = 0;
+  uint64_t regions = 0;
+  uint64_t bytes_mapped = 0;
+  uint64_t bytes_registered = 0;
+  uint64_t pool_in_use = 0;  // control slots, staging, Connection::pool() slices
+  uint64_t rx_in_use = 0;    // receive areas (scope=mw and scope=shared)
+  uint64_t registrations = 0;
+  uint64_t register_ns = 0;
+  uint64_t would_block = 0;
+  RegisteredTotals& operator+=(const RegisteredTotals& o);
+};
+
 struct Worker {
   size_t index = 0;
   reactor::EventLoop* loop = nullptr;
@@ -284,6 +304,7 @@ struct Worker {
   bool commit_scheduled = false;
   reactor::TimerId commit_timer = 0;
   reactor::TimerId cron_timer = 0;
+  RegisteredTotals registered;  // under ServerImpl::mu_
   // Counters any thread may read (INFO).
   std::atomic<uint64_t> net_output_bytes{0};
   std::atomic<uint64_t> connections{0};
@@ -348,6 +369,9 @@ class ServerImpl {
   uint64_t used_memory();
   // What the transports hold outside the heap for our clients (mu_ held): see server.cc.
   uint64_t transport_memory_locked() const;
+  // Re-reads w's registered memory (w's loop thread, mu_ held); the sum over the workers.
+  void refresh_registered_locked(Worker& w);
+  RegisteredTotals registered_locked() const;
   // Handshakes the listeners have in progress (any thread; see server.cc).
   uint64_t handshakes_in_progress() const;
   void propagate(int db, std::span<const std::string_view> args);

@@ -447,6 +447,56 @@ TEST_P(Commands, HelloResp3AndClientCommands) {
   EXPECT_EQ(h2->type, ReplyType::kArray);
 }
 
+// INFO memory counts rdma://'s registered arenas (mem_rdma_*): zero where no rdma client
+// ever connected (tcp, shm), non-zero and consistent with an rdma client connected.
+TEST_P(Commands, InfoMemoryCountsRegisteredArenas) {
+  auto field = [](const std::string& info, const std::string& key) -> uint64_t {
+    const size_t at = info.find("\n" + key + ":");
+    return at == std::string::npos ? ~uint64_t{0} : std::stoull(info.substr(at + key.size() + 2));
+  };
+  const char* keys[] = {"mem_rdma_arenas",          "mem_rdma_arena_regions",       "mem_rdma_arena_mapped",
+                        "mem_rdma_arena_registered", "mem_rdma_arena_pool_in_use",   "mem_rdma_arena_rx_in_use",
+                        "mem_rdma_arena_registrations", "mem_rdma_arena_register_usec", "mem_rdma_arena_would_block"};
+  auto info = c_->command({"INFO", "memory"});
+  ASSERT_TRUE(info.ok());
+  const std::string& m = info->str;
+  for (const char* k : keys) EXPECT_NE(field(m, k), ~uint64_t{0}) << k << " missing:\n" << m;
+  EXPECT_NE(m.find("\nmem_rdma_arena_registered_human:"), std::string::npos) << m;
+  if (GetParam() != "rdma") {
+    for (const char* k : keys) EXPECT_EQ(field(m, k), 0u) << k << ": nothing registers over " << GetParam();
+    return;
+  }
+  EXPECT_GE(field(m, "mem_rdma_arenas"), 1u) << m;
+  EXPECT_GT(field(m, "mem_rdma_arena_regions"), 0u) << m;
+  EXPECT_GT(field(m, "mem_rdma_arena_registrations"), 0u) << m;
+  const uint64_t registered = field(m, "mem_rdma_arena_registered");
+  const uint64_t in_use = field(m, "mem_rdma_arena_pool_in_use") + field(m, "mem_rdma_arena_rx_in_use");
+  EXPECT_GT(field(m, "mem_rdma_arena_pool_in_use"), 0u) << "this client's control slots at least:\n" << m;
+  EXPECT_GE(field(m, "mem_rdma_arena_mapped"), in_use) << m;
+  EXPECT_GE(registered, in_use) << m;
+  // With the receive areas in the arena (scope=mw, rxe's default) the clients' pinned
+  // slices (mem_transport_pinned) lie inside what the arena has in use.
+  if (field(m, "mem_rdma_arena_rx_in_use") > 0) {
+    EXPECT_LE(field(m, "mem_transport_pinned"), in_use) << m;
+  }
+  // A client that comes and goes takes off what it added, no more: its staging area came
+  // after the accept (this once sent used_memory to ~2^64).
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // a cron tick has counted this client's staging
+  const uint64_t before = field(c_->command({"INFO", "memory"})->str, "mem_transport_pinned");
+  {
+    auto other = Client::connect(server().url(scheme()));
+    ASSERT_TRUE(other.ok()) << other.status().to_string();
+    EXPECT_EQ(fmt((*other)->command({"PING"})), "+PONG");
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // a cron tick (hz 50) sees its staging
+  }
+  uint64_t after = ~uint64_t{0};
+  for (int i = 0; i < 500 && after != before; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    after = field(c_->command({"INFO", "memory"})->str, "mem_transport_pinned");
+  }
+  EXPECT_EQ(after, before) << "the closed client's pinned bytes were not taken off exactly";
+}
+
 TEST_P(Commands, InfoConfigCommand) {
   auto info = c_->command({"INFO"});
   ASSERT_TRUE(info.ok());

@@ -8,6 +8,7 @@
 
 #include "conduit/base/clock.h"
 #include "conduit/transport/connection.h"
+#include "conduit/transport/registered_memory.h"
 #include "raw_peer.h"
 #include "rdma/rdma.h"
 #include "rdma_env.h"
@@ -69,6 +70,57 @@ TEST_F(RdmaArena, SteadyStateSetupRegistersNothingAndLeaksNothing) {
     EXPECT_EQ(after[i].rx.regions, before[i].rx.regions);
     EXPECT_EQ(after[i].rx.bytes_in_use, 0u) << "receive areas still held after every connection closed";
   }
+}
+
+// The public view (conduit/transport/registered_memory.h, what conduit-kv's INFO reports):
+// nothing before the first connection, then the loop's arena with the bytes its
+// connections hold -- the same figures as the transport's own arena statistics.
+TEST_F(RdmaArena, RegisteredMemoryShowsTheArenaAndWhatConnectionsHold) {
+  auto l = EventLoop::create();
+  ASSERT_TRUE(l.ok());
+  EventLoop& loop = **l;
+  EXPECT_TRUE(registered_memory(loop).empty());
+  std::vector<std::unique_ptr<Connection>> accepted, clients;
+  auto lst = listen(loop, "rdma://" + addr_ + ":0", [&](std::unique_ptr<Connection> c) { accepted.push_back(std::move(c)); });
+  ASSERT_TRUE(lst.ok()) << lst.status().to_string();
+  int ok = 0;
+  for (int i = 0; i < 2; ++i) {
+    auto c = connect(loop, (*lst)->url(), [&](Connection&, Status s) { ok += s.ok() ? 1 : 0; });
+    ASSERT_TRUE(c.ok());
+    clients.push_back(std::move(*c));
+  }
+  ASSERT_TRUE(run_until(loop, [&] { return ok == 2 && accepted.size() == 2; }));
+  const auto pub = registered_memory(loop);
+  const auto own = rdma::arena_stats(loop);
+  ASSERT_EQ(pub.size(), 1u) << "one loop, one device: one arena";
+  ASSERT_EQ(own.size(), 1u);
+  const RegisteredMemory& m = pub[0];
+  EXPECT_EQ(m.transport, "rdma");
+  EXPECT_EQ(m.device, own[0].device);
+  EXPECT_FALSE(m.device.empty());
+  EXPECT_GT(m.pool.regions, 0u);
+  EXPECT_GT(m.pool.bytes_registered, 0u);
+  EXPECT_EQ(m.pool.bytes_registered, own[0].pool.bytes_registered);
+  // Four connection ends: each holds its control slots and, once the peer advertised its
+  // buffer, a staging area of the peer's rx_buffer (1 MiB by default) from the pool.
+  uint64_t pinned = 0;
+  for (auto* v : {&accepted, &clients})
+    for (auto& c : *v) pinned += c->stats().pinned_bytes;
+  const uint64_t rx_in_use = m.rx.bytes_in_use + m.rx_shared.bytes_in_use;
+  EXPECT_GE(m.pool.bytes_in_use, 4u * (1u << 20));
+  if (has_mw_) {
+    EXPECT_GE(rx_in_use, 4u * (1u << 20)) << "scope=mw: the receive areas come from the arena";
+    EXPECT_GT(m.rx.bytes_registered, 0u);
+  }
+  EXPECT_LE(pinned, m.pool.bytes_in_use + rx_in_use) << "the connections' slices lie in the arena";
+  clients.clear();
+  accepted.clear();
+  ASSERT_TRUE(run_until(loop, [&] {
+    const auto now = registered_memory(loop);
+    return now.size() == 1 && now[0].rx.bytes_in_use + now[0].rx_shared.bytes_in_use == 0 &&
+           now[0].pool.bytes_in_use < m.pool.bytes_in_use;
+  }, 5000)) << "closed connections give their slices back (the arena itself stays registered)";
+  EXPECT_EQ(registered_memory(loop)[0].pool.bytes_registered, m.pool.bytes_registered);
 }
 
 // One raw peer, two connections A and B to the same server (same loop, same PD, one

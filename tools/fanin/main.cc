@@ -6,9 +6,15 @@
 //   recv KiB/conn registered receive-slot memory per server connection, from the options:
 //                 without srq (recv_depth + 16 send slots) x 32 B; with srq 16 x 32 B plus
 //                 the shared srq_depth x 32 B divided by the connections
+// --sequential instead: one connection at a time, each until both sides can write (the
+// client's connect callback ran -- rdma:// calls it once the peer's first RegisterXferMemory
+// has arrived -- and the accepted connection's write handler ran, i.e. the client's buffer
+// has arrived there too); all kept open until the end; connect_accept_us p50/min/max, no
+// streaming.  bench/rdma_setup.sh sets it against conduit-cm-baseline (bare rdma_cm).
 // Used by bench/rdma_srq.sh; works over any URL (tcp:// for a smoke test).
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <vector>
@@ -42,6 +48,69 @@ bool option_on(const Endpoint& ep, const std::string& key) {
                                     it->second == "yes");
 }
 
+// Connects one after another: returns 0 and prints the figures, or 1.
+int run_sequential(reactor::EventLoop& loop, const std::string& url, const std::string& client_options,
+                   unsigned conns, double timeout, bool json) {
+  std::vector<std::unique_ptr<Connection>> servers, clients;
+  bool server_ready = false;
+  auto listener = listen(loop, url, [&](std::unique_ptr<Connection> c) {
+    Connection* raw = c.get();
+    raw->set_write_handler([&server_ready, raw](Connection&) {
+      server_ready = true;
+      raw->set_write_handler(nullptr);  // deliver() called a copy
+    });
+    servers.push_back(std::move(c));
+  });
+  if (!listener.ok()) {
+    std::fprintf(stderr, "conduit-fanin: listen %s: %s\n", url.c_str(), listener.status().to_string().c_str());
+    return 1;
+  }
+  const std::string curl = (*listener)->url() + (client_options.empty() ? "" : "?" + client_options);
+  std::vector<double> us;
+  const uint64_t t_all = monotonic_ns();
+  for (unsigned i = 0; i < conns; ++i) {
+    bool client_done = false;
+    Status result;
+    server_ready = false;
+    const uint64_t t0 = monotonic_ns();
+    auto c = connect(loop, curl, [&](Connection&, Status s) {
+      client_done = true;
+      result = s;
+    });
+    if (!c.ok()) {
+      std::fprintf(stderr, "conduit-fanin: connect %s: %s\n", curl.c_str(), c.status().to_string().c_str());
+      return 1;
+    }
+    clients.push_back(std::move(*c));
+    if (!run_until(loop, [&] { return (client_done && !result.ok()) || (client_done && server_ready); }, timeout) ||
+        !result.ok()) {
+      std::fprintf(stderr, "conduit-fanin: connection %u: %s\n", i + 1,
+                   !client_done ? "connect did not complete" : !result.ok() ? result.to_string().c_str()
+                                                                          : "the accepted side never became writable");
+      return 1;
+    }
+    us.push_back(static_cast<double>(monotonic_ns() - t0) / 1e3);
+  }
+  const double wall_ms = static_cast<double>(monotonic_ns() - t_all) / 1e6;
+  const double first = us.front();
+  std::sort(us.begin(), us.end());
+  const double p50 = us[(us.size() - 1) / 2];
+  if (json) {
+    std::printf("{\"tool\":\"conduit-fanin\",\"url\":\"%s\",\"conns\":%u,\"sequential\":true,\"wall_ms\":%.1f,"
+                "\"first_us\":%.1f,\"connect_accept_us\":{\"p50\":%.1f,\"min\":%.1f,\"max\":%.1f}}\n",
+                url.c_str(), conns, wall_ms, first, p50, us.front(), us.back());
+  } else {
+    std::printf("%-48s %u connections one after another: connect+accept until both can write p50 %.1f us "
+                "(min %.1f, max %.1f, first %.1f), %.1f ms wall\n",
+                url.c_str(), conns, p50, us.front(), us.back(), first, wall_ms);
+  }
+  clients.clear();
+  servers.clear();
+  listener->reset();
+  (void)run_until(loop, [] { return false; }, 0.05);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -54,6 +123,7 @@ int main(int argc, char** argv) {
   double timeout = 300;
   std::string size_text = "64K";
   bool json = false;
+  bool sequential = false;
   app.add_option("--url", url, "listen URL with its options (rdma://192.0.2.1:0?srq=1)")->required();
   app.add_option("--client-options", client_options, "options the clients add, e.g. rx_buffer=65536");
   app.add_option("-c,--conns", conns, "connections (1 .. 4096)")->check(tools::in_range(1u, 4096u));
@@ -64,6 +134,9 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(tools::size_in_range(1, 64u << 20));
   app.add_flag("--json", json, "one JSON object on stdout");
+  app.add_flag("--sequential", sequential,
+               "one connection at a time, each until both sides can write; connect+accept p50/min/max, no "
+               "streaming");
   CLI11_PARSE(app, argc, argv);
   uint64_t size = 0;
   (void)tools::parse_size(size_text, &size);  // checked above (or the default)
@@ -76,6 +149,7 @@ int main(int argc, char** argv) {
   auto loop_r = reactor::EventLoop::create();
   if (!loop_r.ok()) return 1;
   reactor::EventLoop& loop = **loop_r;
+  if (sequential) return run_sequential(loop, url, client_options, conns, timeout, json);
   std::vector<std::unique_ptr<Connection>> servers, clients;
   auto listener = listen(loop, url, [&](std::unique_ptr<Connection> c) { servers.push_back(std::move(c)); });
   if (!listener.ok()) {

@@ -133,6 +133,7 @@ std::vector<ArenaStats> LoopContext::arena_stats(EventLoop& loop) {
     st.device = std::string(a->pd->context()->name());
     st.pool = a->pool->stats();
     if (a->rx_mw) st.rx = a->rx_mw->stats();
+    if (a->rx_shared) st.rx_shared = a->rx_shared->stats();
     out.push_back(std::move(st));
   }
   return out;

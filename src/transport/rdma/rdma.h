@@ -31,11 +31,13 @@ struct SrqStats {
 std::vector<SrqStats> srq_stats(reactor::EventLoop& loop);
 
 // Diagnostics: the registered arena of each device `loop`'s connections use (arena.h):
-// `pool` for control slots, staging and applications, `rx` for receive areas (scope=mw).
+// `pool` for control slots, staging and applications, `rx` for receive areas (scope=mw),
+// `rx_shared` for those of scope=shared.  The public face: conduit/transport/registered_memory.h.
 struct ArenaStats {
   std::string device;
   memory::PoolStats pool;
   memory::PoolStats rx;
+  memory::PoolStats rx_shared;
 };
 std::vector<ArenaStats> arena_stats(reactor::EventLoop& loop);
 }  // namespace rdma
