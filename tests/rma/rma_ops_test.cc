@@ -18,6 +18,7 @@
 
 #include "conduit/reactor/event_loop.h"
 #include "conduit/rma/endpoint.h"
+#include "rma_test_util.h"
 #include "conduit/transport/connection.h"
 
 namespace conduit::rma {
@@ -25,19 +26,9 @@ namespace {
 
 using reactor::EventLoop;
 
-struct Row {
-  std::string name;
-  std::string (*listen_url)();  // "" = this machine cannot run the row
-};
-
-std::string rdma_addr() {
-  const char* a = std::getenv("CONDUIT_RDMA_ADDR");
-  return a ? a : "";
-}
-bool rdma_required() {
-  const char* r = std::getenv("CONDUIT_REQUIRE_RDMA");
-  return r && std::string(r) == "1";
-}
+using test::Row;
+using test::rdma_addr;
+using test::rdma_required;
 
 const Row kRows[] = {
     {"tcp", [] { return std::string("tcp://127.0.0.1:0"); }},
@@ -52,14 +43,8 @@ const Row kRows[] = {
     {"auto_rdma", [] { return rdma_addr().empty() ? std::string() : "auto://" + rdma_addr() + ":0"; }},
 };
 
-// Runs the loop until pred() or a generous bound (the machine is shared and loaded).
 bool run_until(EventLoop& loop, const std::function<bool()>& pred, int ms = 20000) {
-  const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() > end) return false;
-    (void)loop.run_once(5);
-  }
-  return true;
+  return test::run_until(loop, pred, ms);
 }
 
 class RmaOps : public ::testing::TestWithParam<Row> {
@@ -424,12 +409,9 @@ TEST_P(RmaOps, FetchAndAddFromTwoProcessesAddsUpExactly) {
   EXPECT_EQ(std::atomic_ref<uint64_t>(counter_storage[0]).load(), uint64_t{kChildren} * kAdds);
 }
 
-void PrintTo(const Row& r, std::ostream* os) { *os << r.name; }
 
-std::string row_name(const ::testing::TestParamInfo<Row>& info) { return info.param.name; }
-
-INSTANTIATE_TEST_SUITE_P(host, RmaOps, ::testing::Values(kRows[0], kRows[1], kRows[2]), row_name);
-INSTANTIATE_TEST_SUITE_P(rdma, RmaOps, ::testing::Values(kRows[3], kRows[4]), row_name);
+INSTANTIATE_TEST_SUITE_P(host, RmaOps, ::testing::Values(kRows[0], kRows[1], kRows[2]), test::row_name);
+INSTANTIATE_TEST_SUITE_P(rdma, RmaOps, ::testing::Values(kRows[3], kRows[4]), test::row_name);
 
 }  // namespace
 }  // namespace conduit::rma

@@ -16,6 +16,7 @@
 
 #include "conduit/reactor/event_loop.h"
 #include "conduit/rma/endpoint.h"
+#include "rma_test_util.h"
 #include "conduit/rma/tagged.h"
 
 namespace conduit::rma {
@@ -23,19 +24,10 @@ namespace {
 
 using reactor::EventLoop;
 
-struct Row {
-  std::string name;
-  std::string (*listen_url)();  // "" = this machine cannot run the row
-};
-
-std::string rdma_addr() {
-  const char* a = std::getenv("CONDUIT_RDMA_ADDR");
-  return a ? a : "";
-}
-bool rdma_required() {
-  const char* r = std::getenv("CONDUIT_REQUIRE_RDMA");
-  return r && std::string(r) == "1";
-}
+using test::Row;
+using test::rdma_addr;
+using test::rdma_required;
+using test::thread_cpu_ns;
 
 const Row kRows[] = {
     {"tcp", [] { return std::string("tcp://127.0.0.1:0"); }},
@@ -48,12 +40,7 @@ const Row kRows[] = {
 };
 
 bool run_until(EventLoop& loop, const std::function<bool()>& pred, int ms = 60000) {
-  const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() > end) return false;
-    (void)loop.run_once(5);
-  }
-  return true;
+  return test::run_until(loop, pred, ms);
 }
 
 uint8_t pattern(uint64_t seed, size_t i) { return static_cast<uint8_t>((seed * 131 + i * 7 + (i >> 8)) & 0xff); }
@@ -64,11 +51,6 @@ std::vector<uint8_t> make_message(uint64_t seed, size_t n) {
 }
 // memcmp that accepts empty (possibly null) ranges.
 bool same(const uint8_t* a, const uint8_t* b, size_t n) { return n == 0 || std::memcmp(a, b, n) == 0; }
-uint64_t thread_cpu_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
 
 class RmaTagged : public ::testing::TestWithParam<Row> {
  protected:
@@ -440,11 +422,9 @@ TEST_P(RmaTagged, MalformedFifoSlotClosesOnlyThatEndpoint) {
   EXPECT_EQ((*t)->flush().code(), Code::kProtocolError);
 }
 
-void PrintTo(const Row& r, std::ostream* os) { *os << r.name; }
-std::string row_name(const ::testing::TestParamInfo<Row>& info) { return info.param.name; }
 
-INSTANTIATE_TEST_SUITE_P(host, RmaTagged, ::testing::Values(kRows[0], kRows[1]), row_name);
-INSTANTIATE_TEST_SUITE_P(rdma, RmaTagged, ::testing::Values(kRows[2]), row_name);
+INSTANTIATE_TEST_SUITE_P(host, RmaTagged, ::testing::Values(kRows[0], kRows[1]), test::row_name);
+INSTANTIATE_TEST_SUITE_P(rdma, RmaTagged, ::testing::Values(kRows[2]), test::row_name);
 
 }  // namespace
 }  // namespace conduit::rma
