@@ -30,14 +30,9 @@ for t in redis-server redis-benchmark redis-cli; do
   command -v $t >/dev/null || { echo "$t not found: apt-get install redis-server redis-tools" >&2; exit 1; }
 done
 work=$(mktemp -d /tmp/kv-io-threads-XXXXXX)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# shellcheck source=bench/lib.sh
+source "$here/bench/lib.sh"
+bench_cleanup_on_exit
 
 declare -A port
 port[redis]=$(free_port)

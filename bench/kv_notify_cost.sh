@@ -44,13 +44,9 @@ SRV_CPU=""; CLI_CPU=""
 if [[ $pin == 1 ]] && command -v taskset >/dev/null && [[ $(nproc) -ge 2 ]]; then SRV_CPU="taskset -c 0"; CLI_CPU="taskset -c 1"; fi
 
 work=$(mktemp -d /tmp/kv-notify-cost-XXXXXX)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
+# shellcheck source=bench/lib.sh
+source "$here/bench/lib.sh"
+bench_cleanup_on_exit
 
 started_port=""
 start() {  # start NAME BINARY [ARGS...]: sets started_port (not in a subshell: the pid is kept)

@@ -36,3 +36,14 @@ bench_enter_testbed() {
 	fi
 	exit "$rc"
 }
+
+# bench_cleanup_on_exit
+#   For host scripts that start servers: on exit (any exit) kill every pid in the array
+#   `pids` (the script appends to it), wait for them, and remove the folder `$work`.
+bench_cleanup_on_exit() {
+	pids=()
+	trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"' EXIT
+}
+
+# free_port: prints a TCP port on 127.0.0.1 that was free a moment ago.
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }

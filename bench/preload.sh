@@ -94,13 +94,9 @@ fi
 work=$(mktemp -d /tmp/preload-bench-XXXXXX)
 export TMPDIR=$work  # the preload's status files of this run only
 unset XDG_RUNTIME_DIR
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
+# shellcheck source=bench/lib.sh
+source "$REPO/bench/lib.sh"
+bench_cleanup_on_exit
 
 wrap() {  # wrap VARIANT: the command prefix that runs a program as that variant
   case $1 in
@@ -111,7 +107,6 @@ wrap() {  # wrap VARIANT: the command prefix that runs a program as that variant
     rsocket) echo "env LD_PRELOAD=$RSOCKET" ;;
   esac
 }
-free_port() { python3 -c 'import socket, sys; s = socket.socket(); s.bind((sys.argv[1], 0)); print(s.getsockname()[1])' "$addr"; }
 
 declare -A port
 started=""

@@ -35,14 +35,9 @@ done
 work=$(mktemp -d /tmp/preload-syscalls-XXXXXX)
 export TMPDIR=$work
 unset XDG_RUNTIME_DIR
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+# shellcheck source=bench/lib.sh
+source "$REPO/bench/lib.sh"
+bench_cleanup_on_exit
 
 cat >"$work/ready.py" <<'EOF'
 import os, socket, sys, time
