@@ -25,6 +25,10 @@ class MixedWriter {
   bool done() const { return written_ == total_ && pending_.empty(); }
   const Status& error() const { return error_; }
   uint64_t slices_made() const { return made_; }
+  std::string describe() const {
+    return "writer: accepted " + std::to_string(written_) + " of " + std::to_string(total_) + ", pending " +
+           std::to_string(pending_.size()) + " bytes";
+  }
 
  private:
   void pump() {
@@ -108,6 +112,12 @@ class MixedReader {
   bool eof() const { return eof_; }
   const Status& error() const { return error_; }
   void release_all() { held_.clear(); }
+  std::string describe() const {
+    size_t held = 0;
+    for (const auto& c : held_) held += c.size();
+    return "reader: received " + std::to_string(received_) + ", holding " + std::to_string(held_.size()) +
+           " chains (" + std::to_string(held) + " bytes)";
+  }
 
  private:
   void check(const uint8_t* d, size_t n) {
@@ -188,7 +198,8 @@ void stream_mixed(Conformance* t, reactor::EventLoop& loop, Connection& a, Conne
   w.start();
   ASSERT_TRUE(run_until(
       loop, [&] { return r.received() >= total || r.corrupt() || !r.error().ok() || !w.error().ok() || r.eof(); },
-      default_deadline(), what));
+      default_deadline(), what))
+      << w.describe() << "; " << r.describe();
   (void)t;
   ASSERT_TRUE(w.error().ok()) << what << ": " << w.error().to_string();
   ASSERT_TRUE(r.error().ok()) << what << ": " << r.error().to_string();
@@ -220,6 +231,42 @@ TEST_P(Conformance, EveryWriteStyleMixesWithEveryReadStyle) {
   ASSERT_TRUE(connect_pair(&p));
   stream_mixed(this, loop(), *p.client, *p.server, kWrite | kReserve | kOwned, kRead | kPeek | kReadOwned, 16 << 20,
                "all styles mixed");
+}
+
+// Level-style over peek(): a read handler that consumes one peeked byte per call and
+// returns runs again for the rest, with no further writes to wake the socket (tcp stages
+// peeked bytes in user space, where no fd event announces them).
+TEST_P(Conformance, AHandlerThatLeavesPeekedBytesRunsAgain) {
+  Pair p;
+  ASSERT_TRUE(connect_pair(&p));
+  std::vector<uint8_t> data(3000);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<uint8_t>(i * 7 + 1);
+  size_t sent = 0;
+  ASSERT_TRUE(run_until(
+      [&] {
+        auto n = p.client->write(std::span(data.data() + sent, data.size() - sent));
+        if (n.ok()) sent += *n;
+        return sent == data.size() || n.status().is_error();
+      },
+      "write 3000 bytes"));
+  ASSERT_EQ(sent, data.size());
+  std::vector<uint8_t> got;
+  Status err;
+  p.server->set_read_handler([&](Connection& c) {
+    auto span = c.peek();
+    if (!span.ok()) {
+      if (!span.status().would_block()) err = span.status();
+      return;
+    }
+    if (span->empty()) return;
+    got.push_back((*span)[0]);
+    if (Status s = c.consume(1); !s.ok()) err = s;
+  });
+  ASSERT_TRUE(run_until([&] { return got.size() == data.size() || !err.ok(); }, "one byte per handler call"))
+      << "got " << got.size() << " of " << data.size();
+  p.server->set_read_handler(nullptr);
+  EXPECT_TRUE(err.ok()) << err.to_string();
+  EXPECT_TRUE(got == data);
 }
 
 TEST_P(Conformance, HandedOverSlicesAreReleased) {

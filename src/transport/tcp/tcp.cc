@@ -191,19 +191,24 @@ class TcpConnection final : public Connection, public reactor::FdHandler {
   void set_read_handler(Handler h) override {
     read_handler_ = std::move(h);
     update_interest();
+    watch_staged_in();
   }
   void set_write_handler(Handler h) override {
     write_handler_ = std::move(h);
     update_interest();
   }
 
-  // A hangup seen while no read handler was installed is delivered when one is.
-  bool has_pending_data() const override { return hup_pending_ && read_handler_ != nullptr; }
+  // A hangup seen while no read handler was installed is delivered when one is; bytes
+  // peek() took from the socket are data no fd event announces.
+  bool has_pending_data() const override {
+    return read_handler_ != nullptr && (hup_pending_ || has_staged_in());
+  }
   void process_pending() override {
     if (!has_pending_data()) return;
     hup_pending_ = false;
     Handler h = read_handler_;
     h(*this);
+    watch_staged_in();
   }
 
   Status shutdown_write() override {
@@ -225,6 +230,7 @@ class TcpConnection final : public Connection, public reactor::FdHandler {
     if (state_ != ConnState::kError) state_ = ConnState::kClosed;
     read_handler_ = nullptr;
     write_handler_ = nullptr;
+    watch_staged_in();
   }
 
   std::string local_address() const override { return fd_ ? local_of(fd_.get()) : local_; }
@@ -258,6 +264,7 @@ class TcpConnection final : public Connection, public reactor::FdHandler {
       if (read_handler_) {
         Handler h = read_handler_;
         h(*this);
+        watch_staged_in();
       } else if ((events & reactor::kHangup) != 0) {
         // Nobody reads now; stop the level-triggered hangup from spinning the loop.
         hup_pending_ = true;
@@ -312,6 +319,28 @@ class TcpConnection final : public Connection, public reactor::FdHandler {
     if (cb) cb(*this, s);
   }
 
+  // Level-style reads over peek()'s staging: a read handler that returns while staged bytes
+  // remain (it read only part, or stopped after a budget) has nothing left in the socket to
+  // wake it, so a before-sleep hook runs it again -- and keeps the loop from sleeping --
+  // until the staging is empty or the handler is gone.  Installed only while bytes are
+  // staged: connections that never peek pay nothing.
+  void watch_staged_in() {
+    const bool want = fd_ && state_ == ConnState::kConnected && read_handler_ && has_staged_in();
+    if (want && staged_hook_ == 0) {
+      staged_hook_ = loop_.add_before_sleep([this] {
+        if (fd_ && state_ == ConnState::kConnected && read_handler_ && has_staged_in()) {
+          Handler h = read_handler_;
+          h(*this);
+        }
+        watch_staged_in();
+        return staged_hook_ != 0;
+      });
+    } else if (!want && staged_hook_ != 0) {
+      loop_.remove_before_sleep(staged_hook_);
+      staged_hook_ = 0;
+    }
+  }
+
   void update_interest() {
     if (!fd_ || state_ != ConnState::kConnected) return;
     uint32_t ev = 0;
@@ -341,6 +370,7 @@ class TcpConnection final : public Connection, public reactor::FdHandler {
   bool peer_eof_ = false;
   bool write_shut_ = false;
   bool hup_pending_ = false;
+  reactor::EventLoop::HookId staged_hook_ = 0;  // watch_staged_in()'s, while bytes are staged
   std::string local_, peer_;
 };
 
