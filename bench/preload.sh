@@ -11,6 +11,8 @@
 #   shm        both under `conduit-run --mode shm` (the rings sleep in epoll when idle)
 #   shm-spin   the same with --shm-options busy_poll_us=100 (both ends spin up to 100 us on
 #              the rings before sleeping)
+#   shm-poll   the same with --spin-us 100 (a blocking epoll_wait/poll/read polls the rings
+#              up to 100 us before it sleeps in the kernel)
 # Guest variants (on the rxe address 192.0.2.1): tcp, rdma (`conduit-run --mode rdma`) and
 # rsocket (LD_PRELOAD=librspreload.so from Debian's librdmacm1, both ends); then a sockperf
 # ping-pong through each.  A variant that
@@ -103,6 +105,7 @@ wrap() {  # wrap VARIANT: the command prefix that runs a program as that variant
     tcp) echo "" ;;
     shm) echo "$RUN --mode shm --log warn --" ;;
     shm-spin) echo "$RUN --mode shm --shm-options busy_poll_us=100 --log warn --" ;;
+    shm-poll) echo "$RUN --mode shm --spin-us 100 --log warn --" ;;
     rdma) echo "$RUN --mode rdma --log warn --" ;;
     rsocket) echo "env LD_PRELOAD=$RSOCKET" ;;
   esac

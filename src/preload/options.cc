@@ -56,6 +56,10 @@ Status apply_timeout(std::string_view t, Options& o) {
   CONDUIT_ASSIGN_OR_RETURN(o.timeout_ms, parse_number(t, 1, 60'000, "timeout_ms"));
   return {};
 }
+Status apply_spin(std::string_view t, Options& o) {
+  CONDUIT_ASSIGN_OR_RETURN(o.spin_us, parse_number(t, 0, 10'000, "spin_us"));
+  return {};
+}
 Status apply_log(std::string_view t, Options& o) {
   if (!parse_log_level(t, &o.log))
     return Status(Code::kInvalidArgument, "log: '" + std::string(t) + "' is not one of trace, debug, info, warn, error, off");
@@ -106,6 +110,12 @@ constexpr OptionRow kOptionRows[] = {
      "how long a client waits for the server's decision before it stays on TCP (a peer without the preload is "
      "known at once and costs nothing)",
      apply_timeout},
+    {"spin_us", "CONDUIT_PRELOAD_SPIN_US", "0", "0–10000",
+     "how long a blocking call (epoll_wait, poll, select, a blocking read or write) keeps polling the accelerated "
+     "connections before it sleeps in the kernel: a reply that comes within it costs no wake-up. It holds a CPU "
+     "while it polls (give it to programs with a core of their own) and a signal that arrives meanwhile runs its "
+     "handler without interrupting the call; 0 = sleep at once",
+     apply_spin},
     {"log", "CONDUIT_PRELOAD_LOG", "warn", "trace, debug, info, warn, error, off",
      "log level; every decision (fast or TCP, with the reason) is logged at `info`", apply_log},
     {"shm_options", "CONDUIT_PRELOAD_SHM", "", "URL options, e.g. `ring=256K&busy_poll_us=50`",

@@ -49,6 +49,7 @@ struct Options {
   std::vector<PortRange> ports;  // empty: every port
   std::vector<Cidr> addrs;       // empty: every address
   uint64_t timeout_ms = 1000;
+  uint64_t spin_us = 0;  // a blocking wait polls accelerated connections this long before it sleeps
   LogLevel log = LogLevel::kWarn;
   std::string shm_options;   // appended to shm:// URLs ("ring=256K&busy_poll_us=50")
   std::string rdma_options;  // appended to rdma:// URLs

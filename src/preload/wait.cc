@@ -2,6 +2,7 @@
 
 #include <sys/epoll.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <map>
@@ -11,6 +12,7 @@
 #include "engine.h"
 #include "epoll.h"
 #include "fast_io.h"
+#include "process.h"
 
 namespace conduit::preload {
 namespace {
@@ -171,6 +173,11 @@ int timeout_from(const timeval* tv) {
 int wait_for(EngineLock& lk, WaitSet& ws, int timeout_ms, const sigset_t* mask) {
   const uint64_t start = monotonic_ns();
   const uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : start + static_cast<uint64_t>(timeout_ms) * 1'000'000;
+  // spin_us: poll ours (and, every few rounds, the program's kernel fds without blocking)
+  // before sleeping.  Not under a signal mask: the mask holds only while the kernel waits.
+  const uint64_t spin_ns = options().spin_us * 1000;
+  const uint64_t spin_until = spin_ns == 0 || timeout_ms == 0 || mask != nullptr ? 0 : std::min(deadline, start + spin_ns);
+  unsigned spins = 0;
   for (;;) {
     Engine* e = Engine::get();
     if (e != nullptr) e->drive();
@@ -184,6 +191,19 @@ int wait_for(EngineLock& lk, WaitSet& ws, int timeout_ms, const sigset_t* mask) 
       return ready + (k > 0 ? k : 0);
     }
     const uint64_t now = monotonic_ns();
+    if (now < spin_until) {
+      bool b = false;
+      lk.unlock();
+      const int k = (++spins % 8) == 0 ? ws.kernel_wait(-1, -1, 0, nullptr, &b) : 0;
+      const int err = errno;
+      lk.lock();
+      if (k < 0) {
+        errno = err;
+        return -1;
+      }
+      if (k > 0) return k + ws.collect();
+      continue;  // drive and collect again
+    }
     int t = timeout_ms < 0 ? -1 : (now >= deadline ? 0 : static_cast<int>((deadline - now + 999'999) / 1'000'000));
     int backend = -1, bell = -1;
     uint64_t gen = 0;
