@@ -112,8 +112,8 @@ constexpr OptionRow kOptionRows[] = {
      apply_timeout},
     {"spin_us", "CONDUIT_PRELOAD_SPIN_US", "0", "0–10000",
      "how long a blocking call (epoll_wait, poll, select, a blocking read or write) keeps polling the accelerated "
-     "connections before it sleeps in the kernel: a reply that comes within it costs no wake-up. It holds a CPU "
-     "while it polls (give it to programs with a core of their own) and a signal that arrives meanwhile runs its "
+     "connections before it sleeps in the kernel: a reply that comes within it costs no wake-up. It keeps a CPU "
+     "busy while it polls (yielding it between rounds: best for programs with a core of their own) and a signal that arrives meanwhile runs its "
      "handler without interrupting the call; 0 = sleep at once",
      apply_spin},
     {"log", "CONDUIT_PRELOAD_LOG", "warn", "trace, debug, info, warn, error, off",

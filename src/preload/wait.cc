@@ -1,5 +1,6 @@
 #include "wait.h"
 
+#include <sched.h>
 #include <sys/epoll.h>
 
 #include <algorithm>
@@ -194,7 +195,9 @@ int wait_for(EngineLock& lk, WaitSet& ws, int timeout_ms, const sigset_t* mask) 
     if (now < spin_until) {
       bool b = false;
       lk.unlock();
-      const int k = (++spins % 8) == 0 ? ws.kernel_wait(-1, -1, 0, nullptr, &b) : 0;
+      // A peer on this core needs it to answer: yield between polls (a no-op when nothing
+      // else wants the core).
+      const int k = (++spins % 8) == 0 ? ws.kernel_wait(-1, -1, 0, nullptr, &b) : (sched_yield(), 0);
       const int err = errno;
       lk.lock();
       if (k < 0) {
