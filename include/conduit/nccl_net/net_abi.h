@@ -1,6 +1,6 @@
 // NCCL's external network plugin ABI, versions 9 and 10, written from the layouts published in
 // NVIDIA/nccl ext-net/example/nccl/{net.h, net_v9.h, net_v10.h, net_device.h, err.h, common.h}
-// (the v10 header of NCCL 2.24-2.26; v9 of 2.23).  Struct layouts, constants and function
+// (as stored at commits f44ac759 for net_v10.h and 6aae3792 for net_v9.h).  Layouts, constants and function
 // signatures are facts of the ABI; the names are NCCL's so that a reader can compare.  Plain C
 // types only: libnccl-net-conduit.so exports ncclNetPlugin_v10 and ncclNetPlugin_v9 with these
 // types, and the harness (tests/nccl_net) dlsym()s them without linking the plugin.
