@@ -46,7 +46,7 @@ const char* connect_state_name(ConnectState s) {
   return "?";
 }
 
-enum class AcceptState : uint8_t { kWaiting, kReceiving, kAwaitEndpoint, kSending, kAccepted };
+enum class AcceptState : uint8_t { kWaiting, kReceiving, kAwaitEndpoint, kSending, kAccepted, kFailed };
 const char* accept_state_name(AcceptState s) {
   switch (s) {
     case AcceptState::kWaiting: return "waiting for a connector";
@@ -54,6 +54,7 @@ const char* accept_state_name(AcceptState s) {
     case AcceptState::kAwaitEndpoint: return "awaiting the rma endpoint";
     case AcceptState::kSending: return "sending hello";
     case AcceptState::kAccepted: return "accepted";
+    case AcceptState::kFailed: return "failed";
   }
   return "?";
 }
@@ -344,6 +345,10 @@ ncclResult_t accept(void* listen_comm, void** recv_comm, ncclNetDeviceHandle_t**
     warn("accept: this listen comm already accepted its one connection");
     return ncclInvalidArgument;
   }
+  if (lc->state == AcceptState::kFailed) {
+    warn("accept: this listen comm's connection failed earlier (see above); listen again");
+    return ncclSystemError;
+  }
   if (lc->state == AcceptState::kWaiting) {
     int fd = ::accept4(lc->bootstrap.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
@@ -386,6 +391,7 @@ ncclResult_t accept(void* listen_comm, void** recv_comm, ncclNetDeviceHandle_t**
     });
     if (!hello.ok()) {
       warn("accept: " + hello.status().to_string());
+      lc->state = AcceptState::kFailed;
       return ncclSystemError;
     }
     put_be(lc->out.data(), Handle::kMagic, 4);
@@ -400,6 +406,7 @@ ncclResult_t accept(void* listen_comm, void** recv_comm, ncclNetDeviceHandle_t**
     if (!s.ok()) {
       warn("accept: sending hello: " + s.to_string());
       on_loop([lc] { lc->tagged.reset(); });
+      lc->state = AcceptState::kFailed;
       return ncclSystemError;
     }
     Comm* comm = on_loop([lc] { return make_comm(std::move(lc->tagged), false); });

@@ -102,6 +102,8 @@ void logger(ncclDebugLogLevel level, unsigned long, const char* file, int line, 
 constexpr int kRequests = NCCL_NET_MAX_REQUESTS;
 constexpr size_t kSlot = 64 * 1024;  // bytes per posted buffer
 constexpr int kOversizeTag = 999999, kAfterTag = 1000000;
+constexpr int kSameTag = 500000, kSameTagCount = 24;  // < kRequests: all posted at once
+size_t same_tag_size(int k) { return static_cast<size_t>(k) * 1000 + 1; }
 
 int tag_of(int round, int req, int elem) { return round * 1000 + req * 8 + elem; }
 size_t size_of(int tag) {
@@ -305,6 +307,34 @@ int run_receiver(int sock, const Props& props, int rounds, Stats& st) {
     }
   }
 
+  // One tag, many messages (NCCL's pattern on a channel): they fill the posted buffers in order.
+  {
+    std::vector<void*> reqs(kSameTagCount);
+    for (int k = 0; k < kSameTagCount; ++k) {
+      void* d = buf.data() + size_t{static_cast<unsigned>(k)} * kSlot;
+      size_t sz = kSlot;
+      int tg = kSameTag;
+      CHECK_RC(n_irecv(rcomm, 1, &d, &sz, &tg, &mh, &reqs[k]), ncclSuccess);
+      CHECK(reqs[k] != nullptr);
+    }
+    const auto t3 = Clock::now();
+    for (int left = kSameTagCount; left > 0;) {
+      for (int k = kSameTagCount; k-- > 0;) {
+        if (reqs[k] == nullptr) continue;
+        int done = 0, sizes[1] = {-1};
+        CHECK_RC(n_test(reqs[k], &done, sizes), ncclSuccess);
+        if (!done) continue;
+        CHECK(static_cast<size_t>(sizes[0]) == same_tag_size(k));
+        const uint8_t* b = buf.data() + size_t{static_cast<unsigned>(k)} * kSlot;
+        for (size_t x = 0; x < same_tag_size(k); ++x) CHECK(b[x] == pattern(kSameTag + k, x));
+        reqs[k] = nullptr;
+        --left;
+        ++st.messages;
+      }
+      CHECK(!expired(t3, 60));
+    }
+  }
+
   // A message larger than its buffer fails this receive (and that send); the comm lives on.
   for (int tag : {kOversizeTag, kAfterTag}) {
     void* r = nullptr;
@@ -412,6 +442,42 @@ int run_sender(int sock, const Props& props, int rounds, Stats& st) {
         inflight.erase(inflight.begin() + static_cast<long>(k));
       }
       CHECK(!expired(t1, 120));
+    }
+  }
+
+  // One tag, many messages: the k-th send lands in the k-th posted buffer.
+  {
+    std::vector<void*> reqs(kSameTagCount);
+    for (int k = 0; k < kSameTagCount; ++k) {
+      uint8_t* d = buf.data() + size_t{static_cast<unsigned>(k)} * kSlot;
+      for (size_t x = 0; x < same_tag_size(k); ++x) d[x] = pattern(kSameTag + k, x);
+      const auto t3 = Clock::now();
+      while (reqs[k] == nullptr) {  // 32 in flight at most: reap the oldest until one fits
+        CHECK_RC(n_isend(scomm, d, same_tag_size(k), kSameTag, mh, &reqs[k]), ncclSuccess);
+        for (int o = 0; reqs[k] == nullptr && o < k; ++o) {
+          if (reqs[o] == nullptr) continue;
+          int done = 0, sz = -1;
+          CHECK_RC(n_test(reqs[o], &done, &sz), ncclSuccess);
+          if (done) reqs[o] = nullptr;
+        }
+        CHECK(!expired(t3, 60));
+      }
+    }
+    const auto t4 = Clock::now();
+    for (int left = 1; left > 0;) {
+      left = 0;
+      for (int k = 0; k < kSameTagCount; ++k) {
+        if (reqs[k] == nullptr) continue;
+        int done = 0, sz = -1;
+        CHECK_RC(n_test(reqs[k], &done, &sz), ncclSuccess);
+        if (done) {
+          CHECK(static_cast<size_t>(sz) == same_tag_size(k));
+          reqs[k] = nullptr;
+        } else {
+          ++left;
+        }
+      }
+      CHECK(!expired(t4, 60));
     }
   }
 
