@@ -174,9 +174,16 @@ ncclResult_t init(ncclDebugLogger_t logger) {
     }
     g->loop = std::move(*loop);
     reactor::EventLoop* l = g->loop.get();
-    g->thread = std::thread([l] {
+    // The loop belongs to its creator until a thread adopts it: wait for the progress thread
+    // to, or an entry point called right after init would run loop work on NCCL's thread.
+    std::promise<void> adopted;
+    std::future<void> is_adopted = adopted.get_future();
+    g->thread = std::thread([l, &adopted] {
+      l->adopt_current_thread();
+      adopted.set_value();
       if (Status s = l->run(); !s.ok()) CONDUIT_LOG(kError) << "nccl-net-conduit: progress loop: " << s.to_string();
     });
+    is_adopted.wait();
     g_global = std::move(g);
     info("listening on " + g_global->url + " (CONDUIT_NCCL_NET_URL), host memory only");
   });

@@ -1,6 +1,7 @@
 // Drives libnccl-net-conduit.so the way NCCL's proxy thread does, without NCCL: dlopen() the
 // plugin (this program does not link it), dlsym() one table (ncclNetPlugin_v10 or _v9), then
-// in two processes joined by a socketpair: init, devices, getProperties; the receiver listens
+// in two processes joined by socketpairs, over two connections (one each way, each process's two
+// roles on two threads): init, devices, getProperties; the receiver listens
 // and hands the 128-byte handle to the sender; connect / accept retried until they return a
 // comm; regMr; rounds of NCCL_NET_MAX_REQUESTS grouped irecvs (n = 1..maxRecvs, distinct
 // tags) against as many isends in flight, a 33rd request refused with request == NULL, test()
@@ -22,6 +23,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "conduit/nccl_net/net_abi.h"
@@ -38,7 +40,7 @@ namespace {
   } while (0)
 #define CHECK_RC(call, want) CHECK((call) == (want))
 
-const char* g_role = "main";
+thread_local const char* g_role = "main";  // each role runs on its own thread
 const ncclNet_v10_t* g10 = nullptr;
 const ncclNet_v9_t* g9 = nullptr;
 
@@ -80,7 +82,7 @@ ncclResult_t n_device_mr(void* c, void* m, void** d) { return g10 ? g10->getDevi
 ncclResult_t n_consumed(void* c, int n, void* r) { return g10 ? g10->irecvConsumed(c, n, r) : g9->irecvConsumed(c, n, r); }
 ncclResult_t n_vdevice(int* d, ncclNetVDeviceProps_t* p) { return g10 ? g10->makeVDevice(d, p) : g9->makeVDevice(d, p); }
 
-int g_warnings = 0;
+thread_local int g_warnings = 0;  // refusals warn on the calling thread
 void logger(ncclDebugLogLevel level, unsigned long, const char* file, int line, const char* fmt, ...) {
   if (level == NCCL_LOG_WARN) ++g_warnings;
   char buf[1024];
@@ -538,26 +540,34 @@ int main(int argc, char** argv) {
   setenv("CONDUIT_NCCL_NET_URL", url.c_str(), 1);
   alarm(240);  // a hang fails the run instead of holding ctest
 
-  int sv[2];
-  CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+  // Two connections, one each way: each process is the receiver of one and the sender of the
+  // other, on two threads calling the plugin at once (two comms on its one progress loop).
+  int sv[2], sv2[2];
+  CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0 && socketpair(AF_UNIX, SOCK_STREAM, 0, sv2) == 0);
   const pid_t child = fork();
   CHECK(child >= 0);
   const auto t0 = std::chrono::steady_clock::now();
-  Stats st;
+  Stats st, st2;
   if (child == 0) {
     close(sv[0]);
-    g_role = "send";
+    close(sv2[0]);
+    g_role = "child";
     Props p = common_setup(plugin, version);
+    std::thread other([&] { run_receiver(sv2[1], p, rounds, st2); });
     run_sender(sv[1], p, rounds, st);
+    other.join();
     std::fprintf(stderr, "[send] connect retries %ld, isend refused when full %ld, test polls %ld\n", st.setup_retries,
                  st.refused_full, st.polls);
     std::fflush(stderr);
     std::exit(0);  // static destructors run: the plugin's progress thread stops (LeakSanitizer checks)
   }
   close(sv[1]);
-  g_role = "recv";
+  close(sv2[1]);
+  g_role = "parent";
   Props p = common_setup(plugin, version);
+  std::thread other([&] { run_sender(sv2[0], p, rounds, st2); });
   run_receiver(sv[0], p, rounds, st);
+  other.join();
   int status = 0;
   CHECK(waitpid(child, &status, 0) == child);
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -565,8 +575,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "nccl_net_harness: the sender failed (status %d)\n", status);
     return 1;
   }
-  std::printf("nccl_net_harness v%d over %s: PASS -- %ld messages, %ld bytes byte for byte, %d requests per comm, "
-              "accept retries %ld, test polls %ld, %.2f s\n",
+  std::printf("nccl_net_harness v%d over %s: PASS -- %ld messages, %ld bytes byte for byte (this side's receiver), "
+              "%d requests per comm, two connections (one each way), accept retries %ld, test polls %ld, %.2f s\n",
               version, url.c_str(), st.messages, st.bytes, kRequests, st.setup_retries, st.polls, s);
   return 0;
 }
