@@ -523,8 +523,8 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  if (plugin.empty() || (version != 9 && version != 10) || rounds < 1 || (transport != "tcp" && transport != "rdma")) {
-    std::fprintf(stderr, "usage: %s --plugin PATH [--version 10|9] [--transport tcp|rdma] [--rounds N]\n", argv[0]);
+  if (plugin.empty() || (version != 9 && version != 10) || rounds < 1 || (transport != "tcp" && transport != "rdma" && transport != "default")) {
+    std::fprintf(stderr, "usage: %s --plugin PATH [--version 10|9] [--transport tcp|rdma|default] [--rounds N]\n", argv[0]);
     return 2;
   }
   std::string url = "tcp://127.0.0.1:0";
@@ -537,7 +537,13 @@ int main(int argc, char** argv) {
     }
     url = std::string("rdma://") + addr + ":0";
   }
-  setenv("CONDUIT_NCCL_NET_URL", url.c_str(), 1);
+  if (transport == "default") {  // the plugin's default: auto://127.0.0.1:0 (tcp without a device)
+    unsetenv("CONDUIT_NCCL_NET_URL");
+    unsetenv("CONDUIT_NCCL_NET_ADDR");
+    url = "the default URL";
+  } else {
+    setenv("CONDUIT_NCCL_NET_URL", url.c_str(), 1);
+  }
   alarm(240);  // a hang fails the run instead of holding ctest
 
   // Two connections, one each way: each process is the receiver of one and the sender of the
