@@ -283,17 +283,11 @@ void ServerImpl::after_batch(ClientConn* c, BatchEnd end) {
                          << " bytes exceeds client-output-buffer-limit " << end.hard_limit;
       return close_client(c, "output buffer limit");
     }
-    // Replies go out at the end of the loop iteration, after every client served in it (and
-    // after the AOF write when there is one), as Redis' handleClientsWithPendingWrites: a
-    // peer with many connections gets its replies in one burst and reads them with one
-    // epoll_wait, and the write costs the same one system call per client.  A client paused
-    // for output flushes now: its queued commands run only once its replies have left.
-    if (end.wait_for_aof || (!c->read_paused && !c->out.empty())) {
+    if (end.wait_for_aof) {
       if (!c->pending_commit) {
         c->pending_commit = true;
         w.pending_commit.push_back(c);
       }
-      c->pending_durable = c->pending_durable || end.wait_for_aof;
       schedule_commit(w);
       break;
     }
@@ -348,10 +342,8 @@ void ServerImpl::commit(Worker& w) {
   list.swap(w.pending_commit);
   for (ClientConn* c : list) {
     c->pending_commit = false;
-    const bool durable = c->pending_durable;
-    c->pending_durable = false;
     if (c->closed) continue;
-    if (!s.ok() && always && durable) {
+    if (!s.ok() && always) {
       // Under `always` a reply promises durability: withhold it.
       close_client(c, "AOF write failed: " + std::string(s.message()));
       continue;
@@ -485,7 +477,6 @@ void ServerImpl::close_client_locked(ClientConn* c, std::string_view why) {
     auto it = std::find(w.pending_commit.begin(), w.pending_commit.end(), c);
     if (it != w.pending_commit.end()) w.pending_commit.erase(it);
     c->pending_commit = false;
-    c->pending_durable = false;
   }
   TransportTotals& t = transport_totals_[c->scheme];
   const transport::ConnStats& s = c->conn->stats();

@@ -73,7 +73,6 @@ void ServerImpl::deliver_inbox(ClientConn* c) {
       c->pending_commit = true;
       c->worker->pending_commit.push_back(c);
     }
-    c->pending_durable = true;
     schedule_commit(*c->worker);
     publish(c);
     return;

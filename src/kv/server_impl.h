@@ -256,8 +256,7 @@ struct ClientConn {
   bool running = false;           // a command of this client is executing (owner thread)
   bool cur_from_scratch = false;  // ... from the worker's read buffer (not `query`)
   size_t cur_qbuf = 0;            // ... with this many input bytes from it to the end
-  bool pending_commit = false;    // replies wait for the end of the iteration (and the AOF write)
-  bool pending_durable = false;   // ... and promise durability: withheld if the AOF write fails
+  bool pending_commit = false;    // replies wait for the AOF to be written
   bool closed = false;            // written under mu_ (by the owner thread only)
   bool kill_requested = false;    // CLIENT KILL from another thread (under mu_)
   int64_t soft_limit_since_ms = 0;  // when output first exceeded the soft limit
