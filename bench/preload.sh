@@ -250,5 +250,43 @@ if ((guest)) && command -v sockperf >/dev/null; then
     wait "$spid" 2>/dev/null || true
   done | tee -a "${out:-/dev/null}"
 fi
+# A plot next to the table (gnuplot, when installed): median rps per cell, one bar per variant.
+if [[ -n $out ]] && command -v gnuplot >/dev/null; then
+  png=${out%.md}.png
+  python3 - "$results" "$started" >"$work/plot.dat" <<'EOF'
+import csv, statistics, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+variants = sys.argv[2].split()
+print("cell " + " ".join(variants))
+for c in (1, 50):
+    for p in (1, 16):
+        for test in ("SET", "GET"):
+            meds = []
+            for v in variants:
+                x = [float(r["rps"]) for r in rows if r["variant"] == v and r["clients"] == str(c) and r["pipeline"] == str(p) and r["test"] == test]
+                meds.append(f"{statistics.median(x):.0f}" if x else "NaN")
+            print(f'"-c{c} -P{p} {test}" ' + " ".join(meds))
+EOF
+  ncol=$(echo "$started" | wc -w)
+  if gnuplot 2>"$work/plot.log" <<EOF; then
+set terminal pngcairo size 1000,480 noenhanced
+set output "$png"
+set title "redis-benchmark -t set,get -d 3 against redis-server: median rps over $rounds rounds (load $load)"
+set ylabel "requests/s"
+set logscale y
+set style data histograms
+set style histogram clustered gap 1
+set style fill solid 0.8 border -1
+set key outside right top autotitle columnheader
+set grid ytics
+set xtics rotate by -30 scale 0
+set bmargin 5
+plot for [i=2:$((ncol + 1))] "$work/plot.dat" using i:xtic(1)
+EOF
+    echo "  plot in $png"
+  else
+    echo "  plot: gnuplot failed ($(tail -c 200 "$work/plot.log"))"
+  fi
+fi
 if [[ -n $out ]]; then echo "  table in $out, every run in $results"; fi
 echo "  total $(($(date +%s) - t0)) s"
