@@ -8,11 +8,13 @@
 #
 # Host variants (each its own redis-server, persistence off, on 127.0.0.1):
 #   tcp        redis-server and redis-benchmark as they are
-#   shm        both under `conduit-run --mode shm` (the rings sleep in epoll when idle)
+#   shm        both under `conduit-run --mode shm` (defaults: a blocking wait polls the rings
+#              adaptively, up to poll_us=50 us, before it sleeps in the kernel)
+#   shm-sleep  the same with --poll-us 0 (a wait sleeps at once; a message wakes it)
 #   shm-spin   the same with --shm-options busy_poll_us=100 (both ends spin up to 100 us on
 #              the rings before sleeping)
 #   shm-poll   the same with --spin-us 100 (a blocking epoll_wait/poll/read polls the rings
-#              up to 100 us before it sleeps in the kernel)
+#              100 us every time, a fixed window, before it sleeps in the kernel)
 # Guest variants (on the rxe address 192.0.2.1): tcp, rdma (`conduit-run --mode rdma`) and
 # rsocket (LD_PRELOAD=librspreload.so from Debian's librdmacm1, both ends); then a sockperf
 # ping-pong through each.  A variant that
@@ -81,7 +83,7 @@ if ((guest)); then
   load=${CONDUIT_BENCH_HOST_LOAD:-unknown}
 else
   addr=127.0.0.1
-  variants="tcp shm shm-spin"
+  variants="tcp shm shm-sleep"
   limit=60
   load="$(cut -d' ' -f1-3 /proc/loadavg) at $(date -u +%H:%M:%SZ)"
 fi
@@ -104,6 +106,7 @@ wrap() {  # wrap VARIANT: the command prefix that runs a program as that variant
   case $1 in
     tcp) echo "" ;;
     shm) echo "$RUN --mode shm --log warn --" ;;
+    shm-sleep) echo "$RUN --mode shm --poll-us 0 --log warn --" ;;
     shm-spin) echo "$RUN --mode shm --shm-options busy_poll_us=100 --log warn --" ;;
     shm-poll) echo "$RUN --mode shm --spin-us 100 --log warn --" ;;
     rdma) echo "$RUN --mode rdma --log warn --" ;;

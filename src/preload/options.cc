@@ -56,6 +56,10 @@ Status apply_timeout(std::string_view t, Options& o) {
   CONDUIT_ASSIGN_OR_RETURN(o.timeout_ms, parse_number(t, 1, 60'000, "timeout_ms"));
   return {};
 }
+Status apply_poll(std::string_view t, Options& o) {
+  CONDUIT_ASSIGN_OR_RETURN(o.poll_us, parse_number(t, 0, 10'000, "poll_us"));
+  return {};
+}
 Status apply_spin(std::string_view t, Options& o) {
   CONDUIT_ASSIGN_OR_RETURN(o.spin_us, parse_number(t, 0, 10'000, "spin_us"));
   return {};
@@ -110,11 +114,16 @@ constexpr OptionRow kOptionRows[] = {
      "how long a client waits for the server's decision before it stays on TCP (a peer without the preload is "
      "known at once and costs nothing)",
      apply_timeout},
+    {"poll_us", "CONDUIT_PRELOAD_POLL_US", "100", "0–10000",
+     "the most a blocking call (epoll_wait, poll, select, a blocking read or write) polls the accelerated "
+     "connections before it sleeps in the kernel, adaptively: each thread learns how soon its waits end and polls "
+     "only while that pays (short gaps: a window a few times the usual gap; long gaps: shrinking to none; a poll "
+     "that lost its CPU: none for a cool-down). A reply that comes within the window costs no wake-up; 0 = sleep "
+     "at once",
+     apply_poll},
     {"spin_us", "CONDUIT_PRELOAD_SPIN_US", "0", "0–10000",
-     "how long a blocking call (epoll_wait, poll, select, a blocking read or write) keeps polling the accelerated "
-     "connections before it sleeps in the kernel: a reply that comes within it costs no wake-up. It keeps a CPU "
-     "busy while it polls (yielding it between rounds: best for programs with a core of their own) and a signal that arrives meanwhile runs its "
-     "handler without interrupting the call; 0 = sleep at once",
+     "a fixed poll instead of `poll_us`' adaptive one: every blocking call polls this long before it sleeps, "
+     "whatever it learnt (a program with a core of its own); 0 = use `poll_us`",
      apply_spin},
     {"log", "CONDUIT_PRELOAD_LOG", "warn", "trace, debug, info, warn, error, off",
      "log level; every decision (fast or TCP, with the reason) is logged at `info`", apply_log},

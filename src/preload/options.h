@@ -49,7 +49,8 @@ struct Options {
   std::vector<PortRange> ports;  // empty: every port
   std::vector<Cidr> addrs;       // empty: every address
   uint64_t timeout_ms = 1000;
-  uint64_t spin_us = 0;  // a blocking wait polls accelerated connections this long before it sleeps
+  uint64_t poll_us = 100; // a blocking wait polls accelerated connections adaptively up to this long
+  uint64_t spin_us = 0;   // ...or this long every time (fixed; 0 = adaptive, poll_us)
   LogLevel log = LogLevel::kWarn;
   std::string shm_options;   // appended to shm:// URLs ("ring=256K&busy_poll_us=50")
   std::string rdma_options;  // appended to rdma:// URLs

@@ -1,6 +1,8 @@
 #include "wait.h"
 
+#include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <sys/epoll.h>
 
 #include <algorithm>
@@ -9,6 +11,7 @@
 #include <map>
 #include <vector>
 
+#include "conduit/base/adaptive_spin.h"
 #include "conduit/base/clock.h"
 #include "engine.h"
 #include "epoll.h"
@@ -171,14 +174,119 @@ int timeout_from(const timeval* tv) {
   return ms > INT_MAX ? INT_MAX : static_cast<int>(ms);
 }
 
+namespace {
+
+// The thread's polling policy (conduit/base/adaptive_spin.h): what its waits learnt.
+AdaptiveSpin& thread_spin() {
+  thread_local AdaptiveSpin spin = options().spin_us != 0 ? AdaptiveSpin::fixed(options().spin_us * 1000)
+                                                          : AdaptiveSpin::adaptive(options().poll_us * 1000);
+  return spin;
+}
+
+// What a poll holds back: every signal a program catches asynchronously.  Faults stay
+// deliverable (a crash handler must still run); glibc keeps its own internal signals out.
+const sigset_t& held_signals() {
+  static const sigset_t set = [] {
+    sigset_t s;
+    sigfillset(&s);
+    for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS}) sigdelset(&s, sig);
+    return s;
+  }();
+  return set;
+}
+
+// One wait's poll window.  While it polls, the thread's signals are held back (blocked), so
+// a signal that comes meanwhile is not lost in a handler run between two polls: the poll
+// sees it pending and stops, and the kernel wait that follows -- under the program's own
+// mask, atomically -- delivers it and returns EINTR as it would without the preload.  The
+// mask is put back (release()) only without the engine lock: a handler may call in.
+class PollWindow {
+ public:
+  PollWindow(const sigset_t* mask, int timeout_ms) : spin_(thread_spin()), mask_(mask), enabled_(spin_.enabled() && timeout_ms != 0) {}
+  ~PollWindow() { release(); }
+  PollWindow(const PollWindow&) = delete;
+  PollWindow& operator=(const PollWindow&) = delete;
+
+  // Nothing was ready at `now`: may the wait poll again rather than sleep?  Starts the gap
+  // (and holds the signals back) on its first call.
+  bool poll_more(uint64_t now) {
+    if (!enabled_ || stopped_) return false;
+    spin_.on_idle(now);
+    // A round that took this long lost the CPU (contention): stop polling for a while.
+    if (last_ != 0 && now - last_ > AdaptiveSpin::kPreemptedNs) spin_.on_preempted(now);
+    last_ = now;
+    if (now >= spin_.deadline()) return stop();
+    if (!held_) {
+      if (pthread_sigmask(SIG_BLOCK, &held_signals(), &saved_) != 0) return stop();
+      held_ = true;
+    }
+    if ((++rounds_ % 8) == 0 && signal_waiting()) return stop();
+    return true;
+  }
+  // Every eighth round also looks at the program's kernel fds.
+  bool kernel_round() const { return rounds_ % 8 == 0; }
+  // The mask the kernel wait must use: the program's (its call's, or its thread's as it
+  // was before the poll held signals back).
+  const sigset_t* wait_mask() const { return held_ && mask_ == nullptr ? &saved_ : mask_; }
+  void on_sleep() {
+    stopped_ = true;
+    if (enabled_) spin_.on_sleep();
+  }
+  // The wait ends (work, a timeout, a signal): the gap it measured.
+  void on_end() {
+    if (enabled_ && spin_.deadline() != UINT64_MAX) spin_.on_work(monotonic_ns());
+    enabled_ = false;
+  }
+  // Puts the thread's mask back (call without the engine lock).
+  void release() {
+    if (!held_) return;
+    held_ = false;
+    pthread_sigmask(SIG_SETMASK, &saved_, nullptr);
+  }
+
+ private:
+  bool stop() {
+    stopped_ = true;
+    return false;
+  }
+  // A signal the wait's own mask lets through is pending.
+  bool signal_waiting() const {
+    sigset_t pending;
+    if (sigpending(&pending) != 0) return true;
+    const sigset_t* m = mask_ != nullptr ? mask_ : &saved_;
+    for (int sig = 1; sig < NSIG; ++sig)
+      if (sigismember(&pending, sig) == 1 && sigismember(m, sig) != 1) return true;
+    return false;
+  }
+
+  AdaptiveSpin& spin_;
+  const sigset_t* mask_;
+  bool enabled_;
+  bool stopped_ = false;  // polled, or may not: sleep from now on
+  bool held_ = false;
+  unsigned rounds_ = 0;
+  uint64_t last_ = 0;
+  sigset_t saved_{};
+};
+
+}  // namespace
+
 int wait_for(EngineLock& lk, WaitSet& ws, int timeout_ms, const sigset_t* mask) {
   const uint64_t start = monotonic_ns();
   const uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : start + static_cast<uint64_t>(timeout_ms) * 1'000'000;
-  // spin_us: poll ours (and, every few rounds, the program's kernel fds without blocking)
-  // before sleeping.  Not under a signal mask: the mask holds only while the kernel waits.
-  const uint64_t spin_ns = options().spin_us * 1000;
-  const uint64_t spin_until = spin_ns == 0 || timeout_ms == 0 || mask != nullptr ? 0 : std::min(deadline, start + spin_ns);
-  unsigned spins = 0;
+  // poll_us / spin_us: poll ours (and, every few rounds, the program's kernel fds without
+  // blocking) before sleeping; see PollWindow for signals.
+  PollWindow window(mask, timeout_ms);
+  // Returns with the mask put back, not holding the lock meanwhile.
+  auto finish = [&](int r) {
+    window.on_end();
+    const int err = errno;
+    lk.unlock();
+    window.release();
+    lk.lock();
+    errno = err;
+    return r;
+  };
   for (;;) {
     Engine* e = Engine::get();
     if (e != nullptr) e->drive();
@@ -187,24 +295,26 @@ int wait_for(EngineLock& lk, WaitSet& ws, int timeout_ms, const sigset_t* mask) 
       // Ours are ready: look at the program's own fds without blocking, then return both.
       bool b = false;
       lk.unlock();
+      window.release();
       const int k = ws.kernel_wait(-1, -1, 0, mask, &b);
       lk.lock();
+      window.on_end();
       return ready + (k > 0 ? k : 0);
     }
     const uint64_t now = monotonic_ns();
-    if (now < spin_until) {
+    if (now < deadline && window.poll_more(now)) {
       bool b = false;
       lk.unlock();
       // A peer on this core needs it to answer: yield between polls (a no-op when nothing
       // else wants the core).
-      const int k = (++spins % 8) == 0 ? ws.kernel_wait(-1, -1, 0, nullptr, &b) : (sched_yield(), 0);
+      const int k = window.kernel_round() ? ws.kernel_wait(-1, -1, 0, window.wait_mask(), &b) : (sched_yield(), 0);
       const int err = errno;
       lk.lock();
       if (k < 0) {
         errno = err;
-        return -1;
+        return finish(-1);
       }
-      if (k > 0) return k + ws.collect();
+      if (k > 0) return finish(k + ws.collect());
       continue;  // drive and collect again
     }
     int t = timeout_ms < 0 ? -1 : (now >= deadline ? 0 : static_cast<int>((deadline - now + 999'999) / 1'000'000));
@@ -222,13 +332,16 @@ int wait_for(EngineLock& lk, WaitSet& ws, int timeout_ms, const sigset_t* mask) 
       if (!ws.backend_usable() && (t < 0 || t > 1)) t = 1;
       gen = e->begin_wait();
     }
+    window.on_sleep();
     bool backend_ready = false;
     lk.unlock();
-    const int k = ws.kernel_wait(backend, bell, t, mask, &backend_ready);
+    const int k = ws.kernel_wait(backend, bell, t, window.wait_mask(), &backend_ready);
     const int err = errno;
+    window.release();
     lk.lock();
     if (e != nullptr && process().engine == e) e->end_wait(gen);
     if (k < 0) {
+      window.on_end();
       errno = err;
       return -1;
     }
@@ -237,9 +350,11 @@ int wait_for(EngineLock& lk, WaitSet& ws, int timeout_ms, const sigset_t* mask) 
         e->drive();
         ready = ws.collect();
       }
+      window.on_end();
       return k + ready;
     }
     if (timeout_ms == 0 || (timeout_ms > 0 && monotonic_ns() >= deadline)) {
+      window.on_end();
       if (e != nullptr && backend_ready) {
         e->drive();
         return ws.collect();

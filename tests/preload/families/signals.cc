@@ -69,6 +69,21 @@ int main() {
   ssize_t r = read(fd, &b, 1);
   say("blocking read + SIGALRM -> %zd %s, handler ran %d", r, errname(errno), g_hits == 3);
 
+  // The same with a signal 2 ms into the wait: under the preload that is while a wait may
+  // still be polling the rings (poll_us / spin_us) -- the signal must end it just the same.
+  arm_timer(2);
+  errno = 0;
+  n = epoll_wait(ep, out, 2, 10000);
+  say("epoll_wait + early SIGALRM -> %d %s, handler ran %d", n, errname(errno), g_hits == 4);
+  arm_timer(2);
+  errno = 0;
+  n = poll(&p, 1, 10000);
+  say("poll + early SIGALRM -> %d %s, handler ran %d", n, errname(errno), g_hits == 5);
+  arm_timer(2);
+  errno = 0;
+  r = read(fd, &b, 1);
+  say("blocking read + early SIGALRM -> %zd %s, handler ran %d", r, errname(errno), g_hits == 6);
+
   // epoll_pwait: SIGUSR1 is blocked in the program and let through only during the wait.
   sigset_t block, during;
   sigemptyset(&block);
