@@ -271,6 +271,8 @@ void Link::finish_close(const Status& why) {
   if (!told) {
     reason_ = why;
     owner_->on_closed(why);
+  } else {
+    owner_->on_drained();
   }
 }
 

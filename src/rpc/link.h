@@ -40,6 +40,12 @@ class LinkOwner {
   virtual void on_closed(const Status& why) = 0;
   // The peer's HELLO arrived (its stream window and limits are known now).
   virtual void on_peer_hello() {}
+  // After on_closed for a GOAWAY this side sent (close_with): the drain is over (the peer
+  // closed, or the drain timer ran out) and the link has closed its connection.  Until
+  // then the owner must keep the link alive -- destroying it closes the connection at once,
+  // and unread input then turns the close into a reset that can destroy the GOAWAY in
+  // flight.  Called from within the link: free it later (post), not here.
+  virtual void on_drained() {}
 };
 
 struct LinkOptions {
@@ -79,6 +85,8 @@ class Link {
   uint32_t peer_window() const { return peer_window_; }
   uint64_t peer_max_payload() const { return peer_max_payload_; }
   size_t queued_bytes() const { return out_.bytes(); }
+  // A GOAWAY was sent and the link still reads and drops input until the peer closes.
+  bool draining() const { return draining_ && !closed_; }
   transport::Connection& connection() { return *conn_; }
   const transport::Connection& connection() const { return *conn_; }
   const LinkOptions& options() const { return options_; }

@@ -223,7 +223,7 @@ void ServerImpl::on_accept(LoopState& ls, std::unique_ptr<transport::Connection>
   sc->start(std::move(c));
 }
 
-void ServerImpl::conn_closed(ServerConn* c, size_t loop_index) {
+void ServerImpl::conn_closed(ServerConn* c, size_t loop_index, bool draining) {
   LoopState& ls = *loops_[loop_index];
   auto it = ls.conns.find(c);
   if (it == ls.conns.end()) return;
@@ -232,8 +232,21 @@ void ServerImpl::conn_closed(ServerConn* c, size_t loop_index) {
   conn_count_.fetch_sub(1, std::memory_order_relaxed);
   std::erase_if(ls.closed, [](const std::weak_ptr<ServerConn>& w) { return w.expired(); });
   ls.closed.push_back(keep);
+  if (draining) {
+    ls.draining.emplace(c, std::move(keep));
+    return;
+  }
   // Calls still running hold their own reference; the last one frees the connection.
   ls.loop->post([keep] {});
+}
+
+void ServerImpl::conn_drained(ServerConn* c, size_t loop_index) {
+  LoopState& ls = *loops_[loop_index];
+  auto it = ls.draining.find(c);
+  if (it == ls.draining.end()) return;
+  std::shared_ptr<ServerConn> keep = std::move(it->second);
+  ls.draining.erase(it);
+  ls.loop->post([keep] {});  // not from within its link
 }
 
 Status ServerImpl::shutdown(uint64_t grace_ms) {
@@ -274,6 +287,7 @@ Status ServerImpl::shutdown(uint64_t grace_ms) {
       for (auto& c : all) c->orphan_calls(&orphans_);
       ls->conns.clear();
       ls->closed.clear();
+      ls->draining.clear();  // their links close their connections
     });
   }
   group_->stop();

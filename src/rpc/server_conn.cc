@@ -356,7 +356,9 @@ void ServerConn::on_closed(const Status& why) {
   std::vector<ServerCall*> running;
   for (auto& [id, c] : calls_) running.push_back(c);
   for (ServerCall* c : running) cancel_call(c, ErrorCode::kCancelled);
-  srv_.conn_closed(this, loop_index_);
+  srv_.conn_closed(this, loop_index_, link_->draining());
 }
+
+void ServerConn::on_drained() { srv_.conn_drained(this, loop_index_); }
 
 }  // namespace conduit::rpc

@@ -121,7 +121,9 @@ class ServerImpl {
   detail::WorkerPool* workers() { return workers_.get(); }
   const std::vector<std::shared_ptr<ServerInterceptor>>& interceptors() const { return interceptors_; }
   void add_interceptor(std::shared_ptr<ServerInterceptor> i) { interceptors_.push_back(std::move(i)); }
-  void conn_closed(ServerConn* c, size_t loop_index);
+  // `draining`: its link still drains after a GOAWAY; it is kept until conn_drained.
+  void conn_closed(ServerConn* c, size_t loop_index, bool draining);
+  void conn_drained(ServerConn* c, size_t loop_index);
   // The descriptors of every registered service's file and its dependencies.
   std::string file_descriptor_set() const;
   std::vector<std::string> service_names() const;
@@ -137,6 +139,8 @@ class ServerImpl {
     std::vector<std::unique_ptr<transport::Listener>> listeners;
     std::unordered_map<ServerConn*, std::shared_ptr<ServerConn>> conns;
     std::vector<std::weak_ptr<ServerConn>> closed;  // closed, kept alive by running calls
+    // Closed after a GOAWAY of ours, kept until the link's drain is over (Link::on_drained).
+    std::unordered_map<ServerConn*, std::shared_ptr<ServerConn>> draining;
   };
   // Runs fn on loop i and waits for it.
   void run_on(size_t i, const std::function<void()>& fn);
@@ -174,6 +178,7 @@ class ServerConn : public detail::LinkOwner, public std::enable_shared_from_this
   void on_oversized(const wire::FrameHeader& h) override;
   void on_writable() override {}
   void on_closed(const Status& why) override;
+  void on_drained() override;
 
   // Loop thread: the handler called done.
   void finish(detail::ServerCall* call);
