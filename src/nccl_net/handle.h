@@ -17,6 +17,7 @@
 #include <cstring>
 #include <string>
 
+#include "conduit/base/big_endian.h"
 #include "conduit/base/status.h"
 
 namespace conduit::nccl_net {
@@ -42,41 +43,32 @@ struct Handle {
 static_assert(Handle::kUrlOffset + Handle::kUrlBytes == Handle::kSize);
 static_assert(Handle::kSize <= 128, "NCCL_NET_HANDLE_MAXSIZE");
 
-inline void put_be(uint8_t* p, uint64_t v, int n) {
-  for (int i = n - 1; i >= 0; --i, v >>= 8) p[i] = static_cast<uint8_t>(v);
-}
-inline uint64_t get_be(const uint8_t* p, int n) {
-  uint64_t v = 0;
-  for (int i = 0; i < n; ++i) v = (v << 8) | p[i];
-  return v;
-}
-
 inline void Handle::encode(uint8_t* out) const {
   std::memset(out, 0, kSize);
-  put_be(out + 0, kMagic, 4);
-  put_be(out + 4, kVersion, 2);
-  put_be(out + 8, nonce, 8);
-  put_be(out + 16, port, 2);
-  put_be(out + 20, ipv4, 4);
-  put_be(out + kStageOffset, stage, 8);
+  big_endian::put32(out + 0, static_cast<uint32_t>(kMagic));
+  big_endian::put16(out + 4, static_cast<uint16_t>(kVersion));
+  big_endian::put64(out + 8, nonce);
+  big_endian::put16(out + 16, static_cast<uint16_t>(port));
+  big_endian::put32(out + 20, static_cast<uint32_t>(ipv4));
+  big_endian::put64(out + kStageOffset, stage);
   std::memcpy(out + kUrlOffset, url.data(), std::min(url.size(), kUrlBytes - 1));
 }
 
-inline void Handle::set_stage(uint8_t* h, uint64_t stage) { put_be(h + kStageOffset, stage, 8); }
+inline void Handle::set_stage(uint8_t* h, uint64_t stage) { big_endian::put64(h + kStageOffset, stage); }
 
 inline Result<Handle> Handle::decode(const uint8_t* in) {
-  if (get_be(in, 4) != kMagic) return Status(Code::kInvalidArgument, "nccl net handle: bad magic (not a conduit handle)");
-  if (get_be(in + 4, 2) != kVersion)
-    return Status(Code::kInvalidArgument, "nccl net handle: version " + std::to_string(get_be(in + 4, 2)) + ", want 1");
-  if (get_be(in + 6, 2) != 0 || get_be(in + 18, 2) != 0)
+  if (big_endian::get32(in) != kMagic) return Status(Code::kInvalidArgument, "nccl net handle: bad magic (not a conduit handle)");
+  if (big_endian::get16(in + 4) != kVersion)
+    return Status(Code::kInvalidArgument, "nccl net handle: version " + std::to_string(big_endian::get16(in + 4)) + ", want 1");
+  if (big_endian::get16(in + 6) != 0 || big_endian::get16(in + 18) != 0)
     return Status(Code::kInvalidArgument, "nccl net handle: reserved bytes not zero");
   const void* nul = std::memchr(in + kUrlOffset, 0, kUrlBytes);
   if (nul == nullptr) return Status(Code::kInvalidArgument, "nccl net handle: URL not NUL-terminated");
   Handle h;
-  h.nonce = get_be(in + 8, 8);
-  h.port = static_cast<uint16_t>(get_be(in + 16, 2));
-  h.ipv4 = static_cast<uint32_t>(get_be(in + 20, 4));
-  h.stage = get_be(in + kStageOffset, 8);
+  h.nonce = big_endian::get64(in + 8);
+  h.port = static_cast<uint16_t>(big_endian::get16(in + 16));
+  h.ipv4 = static_cast<uint32_t>(big_endian::get32(in + 20));
+  h.stage = big_endian::get64(in + kStageOffset);
   h.url.assign(reinterpret_cast<const char*>(in + kUrlOffset));
   if (h.port == 0) return Status(Code::kInvalidArgument, "nccl net handle: bootstrap port 0");
   if (h.url.find("://") == std::string::npos) return Status(Code::kInvalidArgument, "nccl net handle: URL '" + h.url + "' has no scheme");

@@ -279,8 +279,8 @@ ncclResult_t connect(int dev, void* handle, void** send_comm, ncclNetDeviceHandl
       return c->tagged->hello();
     });
     if (!hello.ok()) return fail_connect(stage, c, hello.status());
-    put_be(c->out.data(), Handle::kMagic, 4);
-    put_be(c->out.data() + 4, c->handle.nonce, 8);
+    big_endian::put32(c->out.data(), static_cast<uint32_t>(Handle::kMagic));
+    big_endian::put64(c->out.data() + 4, c->handle.nonce);
     std::memcpy(c->out.data() + 12, hello->data(), kHello);
     c->off = 0;
     c->state = ConnectState::kSending;
@@ -296,7 +296,7 @@ ncclResult_t connect(int dev, void* handle, void** send_comm, ncclNetDeviceHandl
     Status s = pump(c->fd.get(), c->in.data(), c->in.size(), &c->off, false);
     if (s.code() == Code::kWouldBlock) return ncclSuccess;
     if (!s.ok()) return fail_connect(stage, c, s);
-    if (get_be(c->in.data(), 4) != Handle::kMagic || get_be(c->in.data() + 4, 4) != 0)
+    if (big_endian::get32(c->in.data()) != Handle::kMagic || big_endian::get32(c->in.data() + 4) != 0)
       return fail_connect(stage, c, Status(Code::kProtocolError, "listener refused the connection (bad magic or status)"));
     Comm* comm = on_loop([c]() -> Comm* {
       Status st = c->tagged->start(std::span<const uint8_t>(c->in.data() + 8, kHello));
@@ -367,7 +367,7 @@ ncclResult_t accept(void* listen_comm, void** recv_comm, ncclNetDeviceHandle_t**
       drop_peer(s);
       return ncclSuccess;
     }
-    if (get_be(lc->in.data(), 4) != Handle::kMagic || get_be(lc->in.data() + 4, 8) != lc->nonce) {
+    if (big_endian::get32(lc->in.data()) != Handle::kMagic || big_endian::get64(lc->in.data() + 4) != lc->nonce) {
       drop_peer(Status(Code::kProtocolError, "bad magic or nonce (not the connector of this handle)"));
       return ncclSuccess;
     }
@@ -394,8 +394,8 @@ ncclResult_t accept(void* listen_comm, void** recv_comm, ncclNetDeviceHandle_t**
       lc->state = AcceptState::kFailed;
       return ncclSystemError;
     }
-    put_be(lc->out.data(), Handle::kMagic, 4);
-    put_be(lc->out.data() + 4, 0, 4);
+    big_endian::put32(lc->out.data(), static_cast<uint32_t>(Handle::kMagic));
+    big_endian::put32(lc->out.data() + 4, static_cast<uint32_t>(0));
     std::memcpy(lc->out.data() + 8, hello->data(), kHello);
     lc->off = 0;
     lc->state = AcceptState::kSending;

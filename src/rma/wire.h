@@ -1,30 +1,16 @@
-// Big-endian field access for rma's wire formats (descriptor, emulation frames).
+// Big-endian field access for rma's wire formats (descriptor, emulation frames): the
+// project's one set (conduit/base/big_endian.h) under the names rma's code uses.
 #pragma once
 
-#include <cstdint>
+#include "conduit/base/big_endian.h"
 
 namespace conduit::rma::wire {
 
-inline void put16(uint8_t* p, uint16_t v) {
-  p[0] = static_cast<uint8_t>(v >> 8);
-  p[1] = static_cast<uint8_t>(v);
-}
-inline void put32(uint8_t* p, uint32_t v) {
-  for (int i = 0; i < 4; ++i) p[i] = static_cast<uint8_t>(v >> (24 - 8 * i));
-}
-inline void put64(uint8_t* p, uint64_t v) {
-  for (int i = 0; i < 8; ++i) p[i] = static_cast<uint8_t>(v >> (56 - 8 * i));
-}
-inline uint16_t get16(const uint8_t* p) { return static_cast<uint16_t>((p[0] << 8) | p[1]); }
-inline uint32_t get32(const uint8_t* p) {
-  uint32_t v = 0;
-  for (int i = 0; i < 4; ++i) v = (v << 8) | p[i];
-  return v;
-}
-inline uint64_t get64(const uint8_t* p) {
-  uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) v = (v << 8) | p[i];
-  return v;
-}
+using big_endian::get16;
+using big_endian::get32;
+using big_endian::get64;
+using big_endian::put16;
+using big_endian::put32;
+using big_endian::put64;
 
 }  // namespace conduit::rma::wire

@@ -12,6 +12,7 @@
 #include <string>
 #include <thread>
 
+#include "conduit/base/big_endian.h"
 #include "conduit/base/clock.h"
 #include "conduit/verbs/cm.h"
 
@@ -21,12 +22,12 @@ namespace {
 constexpr uint8_t kMagic[4] = {'C', 'D', 'Q', 'P'};
 constexpr uint8_t kVersion = 1;
 
-void put16(uint8_t* p, uint16_t v) { v = htons(v); std::memcpy(p, &v, 2); }
-void put32(uint8_t* p, uint32_t v) { v = htonl(v); std::memcpy(p, &v, 4); }
-void put64(uint8_t* p, uint64_t v) { v = htobe64(v); std::memcpy(p, &v, 8); }
-uint16_t get16(const uint8_t* p) { uint16_t v; std::memcpy(&v, p, 2); return ntohs(v); }
-uint32_t get32(const uint8_t* p) { uint32_t v; std::memcpy(&v, p, 4); return ntohl(v); }
-uint64_t get64(const uint8_t* p) { uint64_t v; std::memcpy(&v, p, 8); return be64toh(v); }
+using big_endian::get16;
+using big_endian::get32;
+using big_endian::get64;
+using big_endian::put16;
+using big_endian::put32;
+using big_endian::put64;
 
 int remaining_ms(uint64_t deadline) {
   const uint64_t now = monotonic_ns();

@@ -1,15 +1,15 @@
 #include "protocol.h"
 
-#include <endian.h>
+#include "conduit/base/big_endian.h"
 
 namespace conduit::transport::rdma {
 namespace {
-void put16(uint8_t* p, uint16_t v) { v = htobe16(v); std::memcpy(p, &v, 2); }
-void put32(uint8_t* p, uint32_t v) { v = htobe32(v); std::memcpy(p, &v, 4); }
-void put64(uint8_t* p, uint64_t v) { v = htobe64(v); std::memcpy(p, &v, 8); }
-uint16_t get16(const uint8_t* p) { uint16_t v; std::memcpy(&v, p, 2); return be16toh(v); }
-uint32_t get32(const uint8_t* p) { uint32_t v; std::memcpy(&v, p, 4); return be32toh(v); }
-uint64_t get64(const uint8_t* p) { uint64_t v; std::memcpy(&v, p, 8); return be64toh(v); }
+using big_endian::get16;
+using big_endian::get32;
+using big_endian::get64;
+using big_endian::put16;
+using big_endian::put32;
+using big_endian::put64;
 bool zero(const uint8_t* p, size_t n) {
   for (size_t i = 0; i < n; ++i)
     if (p[i] != 0) return false;
