@@ -5,6 +5,8 @@
 #   bench/preload.sh [--build DIR] [--rounds N] [--scale F] [--no-pin] [--variants "tcp shm"] [--out FILE]
 #                                      host: tcp vs shm
 #   bench/preload.sh --guest [...]     in the Soft-RoCE guest: tcp vs conduit-run rdma vs rsocket
+#   --programs-only                    skip the redis table: only sockperf (guest), iperf3 and
+#                                      the ping-pong below
 #
 # Host variants (each its own redis-server, persistence off, on 127.0.0.1):
 #   tcp        redis-server and redis-benchmark as they are
@@ -15,7 +17,8 @@
 #              the rings before sleeping)
 #   shm-poll   the same with --spin-us 100 (a blocking epoll_wait/poll/read polls the rings
 #              100 us every time, a fixed window, before it sleeps in the kernel)
-# Guest variants (on the rxe address 192.0.2.1): tcp, rdma (`conduit-run --mode rdma`) and
+# Guest variants (on the rxe address 192.0.2.1): tcp, rdma (`conduit-run --mode rdma`),
+# rdma-sleep (the same with --poll-us 0: waits sleep at once) and
 # rsocket (LD_PRELOAD=librspreload.so from Debian's librdmacm1, both ends); then a sockperf
 # ping-pong through each.  A variant that
 # fails or hangs (each redis-benchmark run is killed after 60 s, or 120 s in the guest) is
@@ -37,6 +40,7 @@ scale=1
 pin=1
 out=""
 guest=0
+programs_only=0
 only=""
 args=("$@")
 while [[ $# -gt 0 ]]; do
@@ -48,7 +52,8 @@ while [[ $# -gt 0 ]]; do
     --out) out=$2; shift 2 ;;
     --guest) guest=1; shift ;;
     --variants) only=$2; shift 2 ;;
-    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+    --programs-only) programs_only=1; shift ;;
+    -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -110,6 +115,7 @@ wrap() {  # wrap VARIANT: the command prefix that runs a program as that variant
     shm-spin) echo "$RUN --mode shm --shm-options busy_poll_us=100 --log warn --" ;;
     shm-poll) echo "$RUN --mode shm --spin-us 100 --log warn --" ;;
     rdma) echo "$RUN --mode rdma --log warn --" ;;
+    rdma-sleep) echo "$RUN --mode rdma --poll-us 0 --log warn --" ;;
     rsocket) echo "env LD_PRELOAD=$RSOCKET" ;;
   esac
 }
@@ -168,6 +174,7 @@ run_rb() {  # round variant c P
 }
 
 t0=$(date +%s)
+if ((!programs_only)); then  # --programs-only: only the programs below
 for ((r = 1; r <= rounds; r++)); do
   for c in 1 50; do
     for P in 1 16; do
@@ -227,6 +234,7 @@ for c in (1, 50):
                 ratios.append(f"{med['rdma']/med['rsocket']:.2f}x" if "rdma" in med and "rsocket" in med else "-")
             print(f"| -c {c} -P {p} | {test} | " + " | ".join(cells) + " | " + " | ".join(ratios) + " |")
 EOF
+fi  # programs_only
 # sockperf ping-pong through each variant (guest only): poll-based server (-F p), since
 # rsocket's preload has no epoll; 64-byte messages, bounded in time.
 if ((guest)) && command -v sockperf >/dev/null; then
@@ -253,8 +261,62 @@ if ((guest)) && command -v sockperf >/dev/null; then
     wait "$spid" 2>/dev/null || true
   done | tee -a "${out:-/dev/null}"
 fi
+# Two more unmodified programs through each variant, chosen because rsocket's preload can
+# run them (no epoll, no sendto on a connected socket): iperf3 (select-based; throughput,
+# one stream, 128 KiB writes, 3 s) and a blocking-socket ping-pong in Python
+# (bench/pingpong.py: socket, connect, sendall, recv; 64-byte messages).  Host: every
+# variant of the table; guest: tcp, rdma and rsocket.
+extra_variants=$started
+((guest)) && extra_variants="tcp rdma rsocket"
+if command -v iperf3 >/dev/null; then
+  echo
+  pp_n=$((guest ? 300 : 20000))
+  echo "iperf3 -t 3 (one stream) and pingpong.py ($pp_n round trips of 64 B), through each variant; rounds $rounds:"
+  for v in $extra_variants; do
+    bw=(); pp=(); why=""
+    for ((r = 1; r <= rounds; r++)); do
+      ip=$(free_port)
+      # shellcheck disable=SC2046
+      timeout 60 "${SRV_CPU[@]}" $(wrap "$v") iperf3 -s -1 -B "$addr" -p "$ip" >"$work/ip-srv-$v.out" 2>&1 &
+      ipid=$!
+      sleep $((guest ? 3 : 1))
+      # shellcheck disable=SC2046
+      timeout 60 "${CLI_CPU[@]}" $(wrap "$v") iperf3 -c "$addr" -p "$ip" -t 3 -J >"$work/ip-$v.json" 2>"$work/ip-$v.err" || true
+      kill "$ipid" 2>/dev/null || true
+      wait "$ipid" 2>/dev/null || true
+      # A run that moved nothing (or says "error") failed, whatever its exit status.
+      g=$(python3 -c 'import json,sys
+try:
+    j = json.load(open(sys.argv[1]))
+    b = j["end"]["sum_received"]["bytes"]
+    print("%.3f" % (j["end"]["sum_received"]["bits_per_second"] / 8e9) if b > 0 and "error" not in j else "error: " + j.get("error", "0 bytes received"))
+except Exception as e:
+    print("error: no result (%s)" % type(e).__name__)' "$work/ip-$v.json")
+      if [[ $g != error* ]]; then bw+=("$g"); else why="iperf3 $g $(tail -c 120 "$work/ip-$v.err" 2>/dev/null | tr '\n' ' ')"; fi
+      pport=$(free_port)
+      # shellcheck disable=SC2046
+      timeout 120 "${SRV_CPU[@]}" $(wrap "$v") python3 "$REPO/bench/pingpong.py" serve "$addr" "$pport" >"$work/pp-srv-$v.out" 2>&1 &
+      ppid=$!
+      # shellcheck disable=SC2046
+      line=$(timeout 120 "${CLI_CPU[@]}" $(wrap "$v") python3 "$REPO/bench/pingpong.py" ping "$addr" "$pport" "$pp_n" 64 2>"$work/pp-$v.err" | grep '^pingpong:' || true)
+      kill "$ppid" 2>/dev/null || true
+      wait "$ppid" 2>/dev/null || true
+      if [[ -n $line ]]; then pp+=("$(echo "$line" | awk '{print $4}')"); else why="$why pingpong: $(tail -c 160 "$work/pp-$v.err" | tr '\n' ' ')"; fi
+    done
+    python3 - "$v" "${#bw[@]}" "${bw[@]}" "${pp[@]}" "$why" <<'PYEOF'
+import statistics, sys
+v, nb = sys.argv[1], int(sys.argv[2])
+bw = [float(x) for x in sys.argv[3:3 + nb]]
+pp = [float(x) for x in sys.argv[3 + nb:-1]]
+why = sys.argv[-1].strip()
+def show(xs, unit, fmt):
+    return f"{fmt % statistics.median(xs)} {unit} ({fmt % min(xs)}..{fmt % max(xs)})" if xs else "failed"
+print(f"  {v}: iperf3 {show(bw, 'GB/s', '%.3f')}; pingpong p50 {show(pp, 'us', '%.1f')}" + (f"; {why}" if why else ""))
+PYEOF
+  done | tee -a "${out:-/dev/null}"
+fi
 # A plot next to the table (gnuplot, when installed): median rps per cell, one bar per variant.
-if [[ -n $out ]] && command -v gnuplot >/dev/null; then
+if ((!programs_only)) && [[ -n $out ]] && command -v gnuplot >/dev/null; then
   png=${out%.md}.png
   python3 - "$results" "$started" >"$work/plot.dat" <<'EOF'
 import csv, statistics, sys

@@ -14,6 +14,8 @@ packages=(
   # kv: libFuzzer for the RESP fuzz test; Debian's redis-cli/redis-benchmark/redis-server for
   # integration tests and comparisons; sockperf for the stream benchmark's peer
   clang libclang-rt-dev redis-tools redis-server sockperf
+  # preload: iperf3 is one of the unmodified programs bench/preload.sh runs through each preload
+  iperf3
   # memory-layer micro-benchmarks (bench/memory_micro.sh): Google Benchmark, mimalloc as a
   # peer allocator; gnuplot draws the benchmark scripts' plots
   libbenchmark-dev libmimalloc-dev gnuplot-nox
