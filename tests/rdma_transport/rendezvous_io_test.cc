@@ -1,6 +1,7 @@
 // rdma:// READ rendezvous on the real path (docs/PROTOCOL.md "Rendezvous (bit 2)"): large
 // owned pool slices are offered and READ by the peer, byte for byte and in stream order
-// among small owned and plain writes, both ways, through read() and read_owned(); the
+// among small owned and plain writes, both ways, through read(), read_owned() and
+// peek()/consume(); the
 // offers are really used (stats: the ring carried only the small bytes); at the offer limit
 // the slices go in-band; a peer without bit 2 keeps the in-band path; connections closed
 // mid-transfer leak no pool blocks or registrations.
@@ -65,27 +66,33 @@ Plan make_plan(memory::BlockPool& pool, const std::vector<size_t>& sizes, size_t
   return p;
 }
 
-// Writes the plan from `from` (handlers) and reads it on `to`, alternating read() and
-// read_owned() calls; returns what arrived.
+// Writes the plan from `from` (handlers) and reads it on `to`, alternating read(),
+// read_owned() and peek()/consume() calls; returns what arrived.
 std::vector<uint8_t> run_plan(reactor::EventLoop& loop, Connection& from, Connection& to, Plan& plan,
                               int timeout_ms = 240000) {
   std::vector<uint8_t> got;
   got.reserve(plan.expect.size());
   std::vector<uint8_t> buf(48 << 10);
-  bool owned_turn = false;
+  int turn = 0;  // read(), read_owned(), peek() + consume(), in turn
   to.set_read_handler([&](Connection& c) {
     for (;;) {
-      owned_turn = !owned_turn;
-      if (owned_turn) {
+      turn = (turn + 1) % 3;
+      if (turn == 0) {
         memory::Chain chain;
         auto n = c.read_owned(chain, 1 << 20);
         if (!n.ok() || *n == 0) return;
         for (size_t i = 0; i < chain.count(); ++i)
           got.insert(got.end(), chain.slice(i).data(), chain.slice(i).data() + chain.slice(i).size());
-      } else {
+      } else if (turn == 1) {
         auto n = c.read(buf);
         if (!n.ok() || *n == 0) return;
         got.insert(got.end(), buf.begin(), buf.begin() + static_cast<std::ptrdiff_t>(*n));
+      } else {
+        auto v = c.peek();
+        if (!v.ok() || v->empty()) return;
+        const size_t n = std::min<size_t>(v->size(), 100000);  // part of it: the rest comes next
+        got.insert(got.end(), v->data(), v->data() + n);
+        if (!c.consume(n).ok()) return;
       }
     }
   });
