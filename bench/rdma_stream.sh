@@ -9,6 +9,10 @@
 #   bw_1M       stream -s 1M         (MB/s)           ib_write_bw -s 1M    BW average (MB/s)   >= 0.9x
 #   lat_64      pingpong -s 64, one-way p50 = RTT/2   ib_send_lat -s 64    t_typical (usec)    <= 1.3x
 #   tput_64K    stream -s 64K        (MB/s)           rstream -S 64K       Gb/sec -> MB/s      >= 1.0x
+#   owned_1M    stream -s 1M --owned (MB/s)           ib_read_bw -s 1M     BW average (MB/s)   reported
+#               (pool blocks handed over with write_owned(), scope=shared; two conduit modes
+#               instead of --modes: rv = the READ rendezvous, inband = rendezvous_min=0, the
+#               same blocks RDMA-written into the peer's ring; medians with min..max)
 #
 # Conventions.  MB = 2^20 bytes for conduit-bench and perftest alike.  ib_send_lat reports
 # half the round trip (its t_typical is the median of RTT/2); conduit-bench's pingpong
@@ -33,7 +37,7 @@
 #   --reps N        repetitions per tool and cell [CONDUIT_BENCH_REPS, 3]
 #   --seconds S     measuring time of each bandwidth run [CONDUIT_BENCH_SECONDS, 2]
 #   --lat-iters N   round trips per latency run [CONDUIT_BENCH_LAT_ITERS, 2000]
-#   --cells "C ..." subset of bw_64K bw_1M lat_64 tput_64K [CONDUIT_BENCH_CELLS, all]
+#   --cells "C ..." subset of bw_64K bw_1M lat_64 tput_64K owned_1M [CONDUIT_BENCH_CELLS, all]
 #   --modes "M ..." conduit protocol modes, from none (baseline), ring, solicited, both
 #                   [CONDUIT_BENCH_MODES, "none ring solicited both"]
 #   --url-options Q extra rdma:// options for conduit-bench, e.g. "flush_bytes=262144"
@@ -59,7 +63,7 @@ source "$REPO/bench/lib.sh"
 reps=${CONDUIT_BENCH_REPS:-3}
 seconds=${CONDUIT_BENCH_SECONDS:-2}
 lat_iters=${CONDUIT_BENCH_LAT_ITERS:-2000}
-cells=${CONDUIT_BENCH_CELLS:-"bw_64K bw_1M lat_64 tput_64K"}
+cells=${CONDUIT_BENCH_CELLS:-"bw_64K bw_1M lat_64 tput_64K owned_1M"}
 url_options=${CONDUIT_BENCH_URL_OPTIONS:-}
 modes=${CONDUIT_BENCH_MODES:-"none ring solicited both"}
 results_root=${CONDUIT_BENCH_RESULTS:-$REPO/bench/results}
@@ -83,7 +87,7 @@ for v in reps seconds lat_iters; do
 done
 for c in $cells; do
 	case $c in
-	bw_64K | bw_1M | lat_64 | tput_64K) ;;
+	bw_64K | bw_1M | lat_64 | tput_64K | owned_1M) ;;
 	*) die "unknown cell $c" ;;
 	esac
 done
@@ -104,7 +108,7 @@ addr=${CONDUIT_RDMA_ADDR:-192.0.2.1}
 bench=${CONDUIT_BENCH:-build/tools/bench/conduit-bench}
 [[ $bench == /* ]] || bench=$REPO/$bench
 [[ -x $bench ]] || die "conduit-bench not found at $bench (build it, or set CONDUIT_BENCH)"
-for t in ib_write_bw ib_send_lat rstream; do command -v $t >/dev/null || die "$t is not installed"; done
+for t in ib_write_bw ib_read_bw ib_send_lat rstream; do command -v $t >/dev/null || die "$t is not installed"; done
 
 out=$results_root/rdma_stream-$(date +%Y%m%d-%H%M%S)
 mkdir -p "$out/raw"
@@ -139,10 +143,10 @@ features_of() { case $1 in none) echo none ;; ring) echo 1 ;; solicited) echo 2 
 
 # conduit-bench in loopback mode (server and client threads in one process).
 run_conduit() { # cell file mode
-	local test=stream size field args
+	local test=stream size field args features
 	case $1 in
 	bw_64K | tput_64K) size=65536 ;;
-	bw_1M) size=1048576 ;;
+	bw_1M | owned_1M) size=1048576 ;;
 	lat_64) test=pingpong size=64 ;;
 	esac
 	if [[ $test == stream ]]; then
@@ -150,7 +154,13 @@ run_conduit() { # cell file mode
 	else
 		args=(-n "$lat_iters" -D 60)
 	fi
-	timeout -k 5 120 "$bench" stream --loopback "${url}features=$(features_of "$3")" -t "$test" -s "$size" "${args[@]}" -w 0.2 --timeout 20 \
+	features=$(features_of "$3")
+	if [[ $1 == owned_1M ]]; then
+		args+=(--owned)
+		features="all&scope=shared"
+		[[ $3 == inband ]] && features+="&rendezvous_min=0"
+	fi
+	timeout -k 5 120 "$bench" stream --loopback "${url}features=$features" -t "$test" -s "$size" "${args[@]}" -w 0.2 --timeout 20 \
 		--json --no-progress >"$2" 2>"$2.err" || return 0
 	if [[ $test == stream ]]; then
 		# The receiver's completion-event wakeups per MiB go to a side file (the solicited
@@ -159,6 +169,11 @@ run_conduit() { # cell file mode
 		mb=$(sed -n 's/.*"mb_per_s":\([0-9.]*\).*/\1/p' "$2")
 		w=$(sed -n 's/.*"bytes":\([0-9]*\).*"server_wakeups":\([0-9]*\).*/\1 \2/p' "$2")
 		[[ -n $w ]] && awk -v c="$1" -v m="$3" -v w="$w" 'BEGIN { split(w, a, " "); if (a[1] > 0) printf "%s,%s,%.2f\n", c, m, a[2] / (a[1] / 1048576) }' >>"$wakeup_samples"
+		# owned_1M: the share of the measured bytes the rendezvous carried (rv ~1, inband 0).
+		if [[ $1 == owned_1M ]]; then
+			sed -n 's/.*"bytes":\([0-9]*\).*"rendezvous_bytes":\([0-9]*\).*/\1 \2/p' "$2" |
+				awk -v m="$3" '$1 > 0 { printf "rendezvous share %s %.3f\n", m, $2 / $1 }' >>"$out/rendezvous_share.txt"
+		fi
 		number_or_nan "$mb"
 	else
 		number_or_nan "$(sed -n 's/.*"one_way_us":{[^}]*"p50":\([0-9.]*\).*/\1/p' "$2")"
@@ -172,6 +187,7 @@ run_perftest() { # cell file
 	bw_64K) bin=ib_write_bw args=(-s 65536 -D "$seconds") col=4 ;;
 	bw_1M) bin=ib_write_bw args=(-s 1048576 -n $((seconds * 48))) col=4 ;; # -D counts nothing > 256K on rxe
 	lat_64) bin=ib_send_lat args=(-s 64 -n "$lat_iters") col=5 ;;
+	owned_1M) bin=ib_read_bw args=(-s 1048576 -n $((seconds * 48))) col=4 ;;
 	esac
 	port=$((port + 1))
 	timeout -k 5 120 "$bin" -d "$dev" -F "${args[@]}" -p "$port" >"$2.server" 2>&1 &
@@ -198,7 +214,7 @@ run_rstream() { # cell file
 	awk -v g="$gb" 'BEGIN { printf "%.2f\n", g * 1e9 / 8 / 1048576 }'
 }
 
-peer_of() { case $1 in bw_*) echo ib_write_bw ;; lat_*) echo ib_send_lat ;; tput_*) echo rstream ;; esac; }
+peer_of() { case $1 in owned_*) echo ib_read_bw ;; bw_*) echo ib_write_bw ;; lat_*) echo ib_send_lat ;; tput_*) echo rstream ;; esac; }
 
 run_one() { # cell tool rep
 	local f=$out/raw/$1-$2-$3.out v
@@ -217,7 +233,9 @@ for cell in $cells; do
 	peer=$(peer_of "$cell")
 	for ((rep = 1; rep <= reps; rep++)); do
 		if ((rep % 2 == 0)); then run_one "$cell" "$peer" "$rep"; fi
-		for m in $modes; do run_one "$cell" "conduit-$m" "$rep"; done
+		cell_modes=$modes
+		[[ $cell == owned_1M ]] && cell_modes="rv inband"
+		for m in $cell_modes; do run_one "$cell" "conduit-$m" "$rep"; done
 		if ((rep % 2 == 1)); then run_one "$cell" "$peer" "$rep"; fi
 	done
 done
@@ -238,7 +256,7 @@ sort -t, -k1,1 -k2,2 "$samples" | awk -F, -v elapsed="$elapsed" -v out="$out" -v
 		order["bw_64K"] = 1; order["bw_1M"] = 2; order["lat_64"] = 3; order["tput_64K"] = 4
 		nm = split(modes, mode, " ")
 		printf "\n| cell | mode | conduit-bench | peer | peer value | ratio | target | |\n|---|---|---|---|---|---|---|---|\n"
-		for (k = 1; k <= 4; k++) for (c in cells) if (order[c] == k) for (j = 1; j <= nm; j++) {
+		for (k = 1; k <= 4; k++) for (c in cells) if (order[c] == k && c != "owned_1M") for (j = 1; j <= nm; j++) {
 			peer = c ~ /^bw/ ? "ib_write_bw" : c ~ /^lat/ ? "ib_send_lat" : "rstream"
 			unit = c ~ /^lat/ ? " us" : " MB/s"
 			m1 = median(vals[c ",conduit-" mode[j]]); m2 = median(vals[c "," peer])
@@ -247,6 +265,17 @@ sort -t, -k1,1 -k2,2 "$samples" | awk -F, -v elapsed="$elapsed" -v out="$out" -v
 			else if (c ~ /^lat/) { tgt = "<= 1.30"; ok = ratio != "nan" && ratio <= 1.3 }
 			else { tgt = ">= 1.00"; ok = ratio != "nan" && ratio >= 1.0 }
 			printf "| %s | %s | %s%s | %s | %s%s | %s | %s | %s |\n", c, mode[j], m1, unit, peer, m2, unit, ratio, tgt, ok ? "PASS" : "MISS"
+		}
+		if ("owned_1M" in cells) {
+			printf "\n| owned 1 MiB writes | median MB/s | min..max | vs ib_read_bw |\n|---|---|---|---|\n"
+			split("conduit-rv conduit-inband ib_read_bw", tools, " ")
+			pr = median(vals["owned_1M,ib_read_bw"])
+			for (j = 1; j <= 3; j++) {
+				s = vals["owned_1M," tools[j]]; n = split(s, a, " "); lo = hi = "nan"
+				for (i = 1; i <= n; i++) { if (lo == "nan" || a[i] + 0 < lo + 0) lo = a[i]; if (hi == "nan" || a[i] + 0 > hi + 0) hi = a[i] }
+				m = median(s)
+				printf "| %s | %s | %s..%s | %s |\n", tools[j], m, lo, hi, (m == "nan" || pr == "nan" || pr == 0) ? "nan" : sprintf("%.2f", m / pr)
+			}
 		}
 		printf "\nelapsed %d s; raw output in %s\n", elapsed, out
 	}' | tee "$out/summary.md"
@@ -257,6 +286,10 @@ awk -F, 'NR > 1 { v[$1 " " $2] = v[$1 " " $2] " " $3 }
 		for (k in v) { n = split(v[k], a, " "); for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }
 			printf "  %-22s %s\n", k, n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2 }
 	}' "$wakeup_samples" | sort | tee -a "$out/summary.md"
+if [[ -s $out/rendezvous_share.txt ]]; then
+	printf '\nowned_1M: share of the measured bytes sent by rendezvous, per run:\n' | tee -a "$out/summary.md"
+	sort "$out/rendezvous_share.txt" | uniq -c | tee -a "$out/summary.md"
+fi
 if ((failures > 0)); then
 	echo "rdma_stream: $failures run(s) produced no number (see $out/raw)" >&2
 	exit 1

@@ -36,7 +36,10 @@ TEST_F(RdmaExtensions, NegotiatedOnlyWhenBothSidesOfferThem) {
   struct Case {
     std::string server, client, want;
   } cases[] = {
-      {"", "", "ring,solicited,half-close"},
+      {"", "", "ring,solicited,half-close,rendezvous"},
+      {"", "?rendezvous_min=0", "ring,solicited,half-close"},  // rendezvous off: bit 2 not offered
+      {"?scope=private", "", "ring,solicited,half-close"},     // no windows to offer slices with
+      {"?features=4", "", "rendezvous"},
       {"?features=none", "", ""},  // a Valkey server: answers 0, never sees SetClientFeature
       {"", "?features=none", ""},  // a Valkey client: never asks
       {"", "?features=1", "ring"},

@@ -127,8 +127,8 @@ TEST_F(HostilePeer, UnknownOpcode) {
   }, "unknown opcode");
 }
 
-// Rendezvous messages are refused from a peer that did not negotiate the extension (this
-// build offers it to nobody yet: PROTOCOL.md's feature table).
+// Rendezvous messages are refused from a peer that did not negotiate the extension (the
+// server offers it, but this peer never selected bit 2).
 TEST_F(HostilePeer, ReadOfferWithoutRendezvous) {
   expect_protocol_error([](RawPeer& p) {
     uint8_t b[kCtrlSize];
@@ -143,6 +143,47 @@ TEST_F(HostilePeer, ReadDoneWithoutRendezvous) {
     CtrlMsg::read_done(0, 65536).encode(b);
     return p.send_bytes(b, kCtrlSize);
   }, "ReadDone without the rendezvous bit");
+}
+
+// Malformed offers after the rendezvous bit was negotiated: each closes that connection with
+// a protocol error (the raw peer asked for 1 READ resource each way, so the limit is 1).
+TEST_F(HostilePeer, ReadOfferAtTheWrongStreamPosition) {
+  expect_protocol_error([](RawPeer& p) {
+    CONDUIT_RETURN_IF_ERROR(p.negotiate(rdma::kFeatureRendezvous));
+    return p.send_ctrl(CtrlMsg::read_offer(0, p.data->mr().addr(), 65536, p.data->mr().rkey(), 12345));
+  }, "ReadOffer at position 12345 before any byte");
+}
+
+TEST_F(HostilePeer, ReadOfferWithATagBeyondTheLimit) {
+  expect_protocol_error([](RawPeer& p) {
+    CONDUIT_RETURN_IF_ERROR(p.negotiate(rdma::kFeatureRendezvous));
+    return p.send_ctrl(CtrlMsg::read_offer(5, p.data->mr().addr(), 65536, p.data->mr().rkey(), 0));
+  }, "ReadOffer tag 5 with 1 offer negotiated");
+}
+
+TEST_F(HostilePeer, ReadOfferLargerThan16MiB) {
+  expect_protocol_error([](RawPeer& p) {
+    CONDUIT_RETURN_IF_ERROR(p.negotiate(rdma::kFeatureRendezvous));
+    return p.send_ctrl(CtrlMsg::read_offer(0, p.data->mr().addr(), rdma::kMaxRendezvous + 1, p.data->mr().rkey(), 0));
+  }, "ReadOffer of 16 MiB + 1");
+}
+
+TEST_F(HostilePeer, ReadOfferOutsideWhatThePeerRegistered) {
+  // The READ fails with a remote access error at the offering peer: the reader reports it.
+  expect_protocol_error([](RawPeer& p) {
+    CONDUIT_RETURN_IF_ERROR(p.negotiate(rdma::kFeatureRendezvous));
+    const uint64_t past_end = p.data->mr().addr() + p.data->mr().size() - 100;
+    return p.send_ctrl(CtrlMsg::read_offer(0, past_end, 65536, p.data->mr().rkey(), 0));
+  }, "ReadOffer beyond the peer's region");
+  EXPECT_NE(accepted_[1]->error().to_string().find("RDMA READ"), std::string::npos) << accepted_[1]->error().to_string();
+}
+
+TEST_F(HostilePeer, ReadDoneForNoOffer) {
+  expect_protocol_error([](RawPeer& p) {
+    CONDUIT_RETURN_IF_ERROR(p.negotiate(rdma::kFeatureRendezvous));
+    return p.send_ctrl(CtrlMsg::read_done(0, 65536));
+  }, "ReadDone with no offer outstanding");
+  EXPECT_NE(accepted_[1]->error().to_string().find("no offer outstanding"), std::string::npos);
 }
 
 // Setup reserves RDMA READ resources (for the rendezvous extension, negotiated later): the

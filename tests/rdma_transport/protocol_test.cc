@@ -87,8 +87,8 @@ TEST(RdmaProtocol, ExtensionBitsAreTheDocumentedOnes) {
   EXPECT_EQ(kFeatureSolicited, 2u);
   EXPECT_EQ(kFeatureRendezvous, 4u);
   EXPECT_EQ(kFeatureHalfClose, 8u);
-  // Rendezvous is allocated (PROTOCOL.md's feature table) but not offered yet.
-  EXPECT_EQ(kFeatureKnownMask, 11u);
+  // Every extension bit is offered, rendezvous included (PROTOCOL.md's feature table).
+  EXPECT_EQ(kFeatureKnownMask, 15u);
 }
 
 // HalfClose (0x8004): the stream position where EOF falls, big-endian u64 at 24, the rest 0.

@@ -144,6 +144,10 @@ std::optional<int> parse_options(int argc, char** argv, Options* out) {
                                    "stream: the same work done in the connection's own buffers: the client "
                                    "fills each message in space from reserve()/commit(), the server checksums "
                                    "it where peek() shows it (shm: in the ring itself; implies --touch)");
+  auto* owned = stream->add_flag("--owned", o.owned,
+                                 "stream: each message is a block of the connection's pool() handed over with "
+                                 "write_owned() (rdma: no staging copy; READ by the peer above rendezvous_min); "
+                                 "with --touch the client fills each block. Needs a transport with a pool() (rdma)");
   std::string chunk_text = "64K";
   auto* chunk = stream->add_option("--inplace-chunk", chunk_text,
                                    "--inplace: the most the client fills per reserve()/commit(), 4K .. 64M (a "
@@ -201,6 +205,8 @@ std::optional<int> parse_options(int argc, char** argv, Options* out) {
         throw CLI::ValidationError("--server", "the client decides --touch and --inplace");
       if ((touch->count() > 0 || inplace->count() > 0) && o.test != StreamTest::kStream)
         throw CLI::ValidationError("--touch/--inplace", "apply to -t stream only");
+      if (owned->count() > 0 && (o.role == Role::kServer || o.test != StreamTest::kStream || o.inplace))
+        throw CLI::ValidationError("--owned", "a -t stream client option, not with --inplace");
       if (chunk->count() > 0 && !o.inplace) throw CLI::ValidationError("--inplace-chunk", "needs --inplace");
       (void)parse_size(chunk_text, &o.inplace_chunk);
       if (o.inplace) o.touch = true;

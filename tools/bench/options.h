@@ -36,6 +36,9 @@ struct Options {
   bool touch = false;
   bool inplace = false;  // implies touch
   uint64_t inplace_chunk = 64 << 10;  // --inplace: most bytes per reserve()/commit()
+  // stream test: each message is a slice of the connection's pool() handed over with
+  // write_owned() (rdma: RDMA-written from where it lies, or READ by the peer: rendezvous).
+  bool owned = false;
 
   // memcpy (touch: fill the source, copy, checksum the destination, as a touching stream does)
   uint64_t copy_size = 64 << 10;

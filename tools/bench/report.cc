@@ -167,7 +167,8 @@ void Reporter::end() {
            ",\"messages\":" + std::to_string(r.messages) + ",\"bytes\":" + std::to_string(r.bytes) +
            ",\"seconds\":" + json_number(r.seconds) + ",\"mb_per_s\":" + json_number(r.mib_per_s) +
            ",\"gbit_per_s\":" + json_number(r.gbit_per_s) + ",\"msg_per_s\":" + json_number(r.msg_per_s) +
-           ",\"server_wakeups\":" + std::to_string(r.server_wakeups) + "}";
+           ",\"server_wakeups\":" + std::to_string(r.server_wakeups) +
+           ",\"rendezvous_bytes\":" + std::to_string(r.rendezvous_bytes) + "}";
     }
   }
   s += "]}\n";

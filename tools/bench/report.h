@@ -35,6 +35,9 @@ struct StreamResult {
   // Loopback mode: ConnStats::wakeups of the server's (receiving) connection during the
   // measured phase -- rdma: completion events it woke up for.  0 with a separate server.
   uint64_t server_wakeups = 0;
+  // Of `bytes`, those the client's connection sent by rendezvous (rdma: READ by the peer;
+  // ConnStats::rendezvous_bytes_sent), so a run shows which path carried them.
+  uint64_t rendezvous_bytes = 0;
 };
 
 struct MemcpyResult {

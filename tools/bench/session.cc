@@ -5,6 +5,8 @@
 #include <cstring>
 
 #include "conduit/base/clock.h"
+#include "conduit/memory/buffer.h"
+#include "conduit/memory/pool.h"
 #include "protocol.h"
 #include "touch.h"
 
@@ -578,6 +580,7 @@ Status Client::run_stream_phase(uint32_t size, double seconds, uint64_t iters, u
   size_t off = 0;
   bool cur_last = false, finished = false;
   uint8_t value = 0;
+  memory::Chain owned;  // --owned: the message being handed over
 
   auto pump = [&] {
     if (!flush_pending()) return;  // the phase header first
@@ -602,6 +605,28 @@ Status Client::run_stream_phase(uint32_t size, double seconds, uint64_t iters, u
           failure_ = st;
           return;
         }
+      } else if (opts_.owned) {  // a pool block per message, handed over (no copy of ours)
+        if (owned.empty()) {
+          memory::BlockPool* pool = conn_->pool();
+          if (pool == nullptr) {
+            failure_ = Status(Code::kNotSupported, "--owned: this transport has no pool()");
+            return;
+          }
+          Result<memory::Slice> blk = pool->allocate(size);
+          if (!blk.ok()) {
+            if (!blk.status().would_block()) failure_ = blk.status();
+            return;  // the pool is at its cap: blocks come back as writes complete
+          }
+          if (opts_.touch) fill_message(blk->writable_data(), 0, size, value, msg_[0]);
+          else blk->writable_data()[0] = msg_[0];
+          owned.append(std::move(*blk));
+        }
+        Result<size_t> r = conn_->write_owned(owned);
+        if (!r.ok()) {
+          if (!r.status().would_block()) failure_ = r.status();
+          return;
+        }
+        wrote = *r;
       } else {
         Result<size_t> r = conn_->write(std::span<const uint8_t>(msg_.data() + off, size - off));
         if (!r.ok()) {
@@ -653,10 +678,12 @@ Result<StreamResult> Client::stream(uint32_t size) {
     CONDUIT_RETURN_IF_ERROR(run_stream_phase(size, opts_.warmup_s, 0, nullptr, nullptr, &elapsed));
   uint64_t messages = 0, bytes = 0;
   const uint64_t wakeups = server_wakeups().load(std::memory_order_relaxed);
+  const uint64_t rv0 = conn_->stats().rendezvous_bytes_sent;
   CONDUIT_RETURN_IF_ERROR(run_stream_phase(size, opts_.duration_s, opts_.iters, &messages, &bytes, &elapsed));
   progress_.clear();
   StreamResult r = stream_result(size, messages, bytes, elapsed);
   r.server_wakeups = server_wakeups().load(std::memory_order_relaxed) - wakeups;
+  r.rendezvous_bytes = conn_->stats().rendezvous_bytes_sent - rv0;
   return r;
 }
 

@@ -68,6 +68,15 @@ struct ConnStats {
   // application may read it once on accept to account for it (conduit-kv adds it to
   // used_memory and counts it against maxmemory).
   uint64_t pinned_bytes = 0;
+  // rdma's READ rendezvous (docs/PROTOCOL.md "Rendezvous"): owned slices offered to the
+  // peer and offers this side READ; their bytes are in bytes_written / bytes_read too, but
+  // never went through the peer's ring.  Fallbacks: slices that qualified but went in-band
+  // (at the outstanding-offer limit, or no send-queue room).
+  uint64_t rendezvous_offers = 0;
+  uint64_t rendezvous_bytes_sent = 0;
+  uint64_t rendezvous_reads = 0;
+  uint64_t rendezvous_bytes_read = 0;
+  uint64_t rendezvous_fallbacks = 0;
 };
 
 // One connection as the introspection surfaces see it -- the single data model behind rpc's

@@ -71,7 +71,8 @@ Result<std::unique_ptr<Arena>> Arena::create(std::shared_ptr<ProtectionDomain> p
   a->has_mw = (pd->context()->attr().device_cap_flags & IBV_DEVICE_MEM_WINDOW_TYPE_2B) != 0;
   memory::PoolOptions o;
   o.name = "arena";
-  CONDUIT_ASSIGN_OR_RETURN(a->pool, make_pool(pd, o, Access::kLocalWrite));
+  CONDUIT_ASSIGN_OR_RETURN(a->pool, make_pool(pd, o, a->has_mw ? Access::kLocalWrite | Access::kMwBind : Access::kLocalWrite,
+                                              &a->pool_registrar));
   if (a->has_mw) {
     CONDUIT_ASSIGN_OR_RETURN(a->rx_mw, make_pool(pd, rx_options("rx-mw"), Access::kLocalWrite | Access::kMwBind,
                                                  &a->rx_mw_registrar));

@@ -3,7 +3,7 @@
 // third strategy; registration costs tens of milliseconds per MiB under Soft-RoCE).
 //
 //   pool      control slots, send staging, and the application's zero-copy buffers
-//             (Connection::pool()): 2 MiB regions registered for local access only.
+//             (Connection::pool()): 2 MiB regions registered for local access (+ MW_BIND).
 //   rx_pool   receive areas the peer RDMA-writes into: one region -- one memory region --
 //             per block, so each area's registration covers exactly that area.
 //
@@ -70,6 +70,9 @@ struct Arena {
   std::shared_ptr<memory::BlockPool> rx_mw;     // receive areas for scope=mw (local + MW_BIND)
   std::shared_ptr<memory::BlockPool> rx_shared; // receive areas for scope=shared (remote write); on first use
   std::shared_ptr<VerbsRegistrar> rx_mw_registrar;
+  // pool's regions (with MW_BIND where the device has windows: the rendezvous binds a
+  // REMOTE_READ window over an offered slice; the region itself grants no remote access).
+  std::shared_ptr<VerbsRegistrar> pool_registrar;
   static constexpr unsigned kDomain = 0;
 
   // A receive area of at least `bytes` for a connection with this scope (not kPrivate).

@@ -60,10 +60,15 @@ Caps RdmaConnection::caps() const {
   c.max_inline = qp() ? qp()->max_inline() : 0;
   c.one_sided = true;
   c.half_close = half_close();
-  static constexpr std::string_view kExt[] = {"",           "ring",            "solicited",
-                                              "ring,solicited", "half-close", "ring,half-close",
-                                              "solicited,half-close", "ring,solicited,half-close"};
-  c.extensions = kExt[(features_ & (kFeatureRing | kFeatureSolicited)) | (half_close() ? 4 : 0)];
+  static const std::vector<std::string> kExt = [] {  // every combination, names in a fixed order
+    std::vector<std::string> v(16);
+    static constexpr std::string_view kNames[] = {"ring", "solicited", "half-close", "rendezvous"};
+    for (size_t i = 0; i < v.size(); ++i)
+      for (size_t b = 0; b < 4; ++b)
+        if ((i >> b) & 1) v[i] += (v[i].empty() ? "" : ",") + std::string(kNames[b]);
+    return v;
+  }();
+  c.extensions = kExt[(features_ & (kFeatureRing | kFeatureSolicited)) | (half_close() ? 4 : 0) | (rendezvous() ? 8 : 0)];
   return c;
 }
 
@@ -261,6 +266,7 @@ void RdmaConnection::cancel_timers() {
 }
 
 void RdmaConnection::release_resources() {
+  rv_park();
   cancel_timers();
   stop_spinning();
   if (channel_watched_) (void)ctx_->loop().remove(res_->channel->fd());
@@ -282,6 +288,7 @@ bool RdmaConnection::linger() {
   channel_watched_ = false;
   if (res_->srq_attached) res_->srq->orphan(res_->qpn);  // receives stay the pool's; the Closer reads none
   stage_owned();
+  rv_park();  // offers outstanding are not waited for (PROTOCOL.md "Status")
   Closer::Tx tx{tx_addr_, tx_rkey_, tx_.geometry().capacity(), tx_posted_, tx_.head()};
   auto closer = std::make_unique<Closer>(ctx_, std::move(res_), tx, peer_);
   Closer* raw = closer.get();
@@ -405,12 +412,13 @@ void RdmaConnection::established() {
   local_ = res_->id->local_address().to_string();
   peer_ = res_->id->peer_address().to_string();
   last_rx_ns_ = monotonic_ns();
+  rv_start();
   Status s = scope_ == Scope::kMw ? bind_rx_window() : Status();
   if (s.ok()) s = register_rx();
   // A client asks for the server's features; a Valkey server answers 0.  The server side
   // never starts negotiation (Valkey clients may not send anything but RegisterXferMemory).
-  if (s.ok() && client_side_ && options_.feature_mask != 0) {
-    s = send_ctrl(CtrlMsg::feature(Opcode::kGetServerFeature, options_.feature_mask));
+  if (s.ok() && client_side_ && offered_features() != 0) {
+    s = send_ctrl(CtrlMsg::feature(Opcode::kGetServerFeature, offered_features()));
     awaiting_features_ = s.ok();
   }
   if (!s.ok()) return fail(s);
@@ -607,7 +615,7 @@ Status RdmaConnection::handle_ctrl(const CtrlMsg& m) {
     case Opcode::kGetServerFeature: {
       if (!client_side_) {
         // A client asks: answer with the select it named and the bits we offer there.
-        CtrlMsg reply = CtrlMsg::feature(Opcode::kGetServerFeature, m.select == 0 ? options_.feature_mask : 0);
+        CtrlMsg reply = CtrlMsg::feature(Opcode::kGetServerFeature, m.select == 0 ? offered_features() : 0);
         reply.select = m.select;
         return send_feature(reply);
       }
@@ -615,22 +623,22 @@ Status RdmaConnection::handle_ctrl(const CtrlMsg& m) {
       // and must then never see a SetClientFeature with bits set).
       if (!awaiting_features_) return {};  // a second answer changes nothing
       awaiting_features_ = false;
-      const uint64_t chosen = m.select == 0 ? (m.features & options_.feature_mask) : 0;
+      const uint64_t chosen = m.select == 0 ? (m.features & offered_features()) : 0;
       if (chosen != 0) CONDUIT_RETURN_IF_ERROR(send_feature(CtrlMsg::feature(Opcode::kSetClientFeature, chosen)));
       if (phase_ == Phase::kAwaitingBuffer && tx_known_) open();
       return {};
     }
     case Opcode::kSetClientFeature:
       if (client_side_) return Status(Code::kProtocolError, "rdma: server sent SetClientFeature");
-      if (m.select != 0 || (m.features & ~options_.feature_mask) != 0)
+      if (m.select != 0 || (m.features & ~offered_features()) != 0)
         return Status(Code::kProtocolError, "rdma: peer selected unsupported features " + std::to_string(m.features));
       features_ = m.features;
       on_features();
       return {};
     case Opcode::kReadOffer:
+      return on_read_offer(m);
     case Opcode::kReadDone:
-      // This build never offers kFeatureRendezvous, so no peer may send these.
-      return Status(Code::kProtocolError, "rdma: " + m.to_string() + " from a peer that did not negotiate rendezvous");
+      return on_read_done(m);
     case Opcode::kHalfClose:
       // RC delivers the receive completions of every WRITE_WITH_IMM posted before the
       // HalfClose ahead of it, so all the data it covers has been counted.
@@ -676,6 +684,7 @@ void RdmaConnection::on_features() {
 }
 
 Status RdmaConnection::handle_completion(const Completion& wc) {
+  if (wr_kind(wc.wr_id) == kWrRead) return on_read_completion(wc);
   if (!wc.ok()) {
     if (wc.ibv_wc::status == IBV_WC_WR_FLUSH_ERR && (phase_ == Phase::kPeerGone || (res_ && res_->disconnected)))
       return {};
@@ -690,6 +699,7 @@ Status RdmaConnection::handle_completion(const Completion& wc) {
         if (peer_shut_)
           return Status(Code::kProtocolError, "rdma: peer wrote " + std::to_string(len) + " bytes after its HalfClose");
         rx_stream_ += len;
+        if (rv_seq_) rv_seq_->on_inband(len);
         if (!rx_.add_produced(len))
           return Status(Code::kProtocolError, "rdma: peer wrote " + std::to_string(len) + " bytes but only " +
                                                   std::to_string(rx_.granted()) + " of its " +
@@ -703,20 +713,18 @@ Status RdmaConnection::handle_completion(const Completion& wc) {
     }
     case kWrCtrlSend:
       free_ctrl_slots_.push_back(wr_index(wc.wr_id));
-      res_->tracker->on_signaled_completion();
-      release_sent();
-      if (credit_blocked_) return_space();
-      if (half_close_due_) CONDUIT_RETURN_IF_ERROR(send_half_close());
-      if (deferred_feature_) return send_feature(*deferred_feature_);
-      return {};
+      [[fallthrough]];
     case kWrData:
     case kWrBind:
       res_->tracker->on_signaled_completion();
       release_sent();
       if (credit_blocked_) return_space();
+      if (rv_due()) CONDUIT_RETURN_IF_ERROR(rv_service());
       if (half_close_due_) CONDUIT_RETURN_IF_ERROR(send_half_close());
       if (deferred_feature_) return send_feature(*deferred_feature_);
       return {};
+    case kWrRead:
+      break;  // on_read_completion, above
   }
   return Status(Code::kInternal, "rdma: completion with unknown wr_id " + std::to_string(wc.wr_id));
 }

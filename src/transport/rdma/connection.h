@@ -21,6 +21,7 @@
 #include "conduit/base/adaptive_spin.h"
 #include "poll/spin_group.h"
 #include "protocol.h"
+#include "rendezvous.h"
 #include "resources.h"
 #include "ring/hold_tracker.h"
 #include "ring/ring_cursor.h"
@@ -67,7 +68,9 @@ class RdmaConnection final : public Connection,
   // In place: reserve() hands out the staging area the NIC sends from (no copy on our
   // side), peek() the receive area the peer wrote into.  write_owned() posts slices of
   // pool() straight from where they lie (other memory is copied into the staging area) and
-  // releases them when a completion covers their WR.  read_owned() hands out views of the
+  // releases them when a completion covers their WR; with the rendezvous extension a slice
+  // of at least rendezvous_min is offered instead and the peer READs it
+  // (connection_rendezvous.cc), released once its ReadDone's invalidation completed.  read_owned() hands out views of the
   // receive area (zero copies); their space returns to the writer when they are released
   // (connection_io.cc), at most hold_bytes held.
   Result<std::span<uint8_t>> reserve(size_t min, size_t max) override;
@@ -125,6 +128,7 @@ class RdmaConnection final : public Connection,
   // Data to read (within the hold bound), or the end of the stream once all is read.
   bool readable() const {
     if (!live()) return phase_ == Phase::kFailed;
+    if (rv_next()) return !rv_head().empty() || phase_ == Phase::kPeerGone;  // an offer's bytes come next
     return rx_.available() > 0 ? hold_room() > 0 : peer_done();
   }
   // How much further reads may go while read_owned views are held (UINT64_MAX: none held).
@@ -143,6 +147,7 @@ class RdmaConnection final : public Connection,
   bool ring() const { return (features_ & kFeatureRing) != 0; }
   bool solicited() const { return (features_ & kFeatureSolicited) != 0; }
   bool half_close() const { return (features_ & kFeatureHalfClose) != 0; }
+  bool rendezvous() const { return (features_ & kFeatureRendezvous) != 0; }
   // The end of the stream is reached once the remaining data is read: the peer disconnected
   // or half-closed.
   bool peer_done() const { return phase_ == Phase::kPeerGone || peer_shut_; }
@@ -151,7 +156,7 @@ class RdmaConnection final : public Connection,
   // armed for solicited completions only does not.
   bool needs_send_events() const {
     return tx_unposted() || credit_blocked_ || half_close_due_ || deferred_feature_.has_value() ||
-           free_ctrl_slots_.empty();
+           free_ctrl_slots_.empty() || rv_due();
   }
   bool wants_service() const;
   bool linger();
@@ -202,6 +207,27 @@ class RdmaConnection final : public Connection,
   Status handle_ctrl(const CtrlMsg& m);
   Status send_feature(const CtrlMsg& m);
   void on_features();
+  uint64_t offered_features() const;  // feature_mask without what this connection cannot do
+
+  // READ rendezvous (connection_rendezvous.cc; docs/PROTOCOL.md "Rendezvous (bit 2)").
+  void rv_start();                             // at ESTABLISHED: slots and sequencer, READ limits known
+  Result<bool> offer(const memory::Slice& s);  // false: the caller sends the slice in-band
+  Status on_read_offer(const CtrlMsg& m);
+  Status on_read_done(const CtrlMsg& m);
+  Status on_read_completion(const verbs::Completion& wc);
+  Status rv_service();  // READs, ReadDones and window invalidations that waited for room
+  bool rv_due() const;
+  void rv_memory_back();  // the pool's waiter: blocks came back
+  // Reader delivery: in-band bytes that may be read before the head offer (UINT64_MAX when
+  // none waits), whether the head offer's bytes come next, and those bytes once READ.
+  uint64_t rv_inband_room() const;
+  bool rv_next() const {
+    return rv_seq_ && !rv_seq_->empty() && rv_seq_->inband_limit() == rx_inband_consumed_;
+  }
+  std::span<const uint8_t> rv_head() const;
+  void rv_consume(size_t n);
+  Status rv_wait();  // an offer is next but not READ yet: would-block, or the error once the peer is gone
+  void rv_park();    // at close: what the NIC may still touch goes with res_ (after the QP)
   Status register_rx();
   Status bind_rx_window();
   Status cm_connect_params(bool accept);
@@ -294,6 +320,31 @@ class RdmaConnection final : public Connection,
   uint64_t ack_progress_ns_ = 0;     // ... and when it last moved (or nothing was outstanding)
   reactor::TimerId keepalive_timer_ = 0;
   reactor::TimerId connect_timer_ = 0;
+  // READ rendezvous state (connection_rendezvous.cc).  Writer: an offer holds its slice and
+  // its window (an index into res_->offer_mws) until the ReadDone's invalidation completes.
+  struct OfferHeld {
+    memory::Slice slice;
+    uint32_t window = 0;
+  };
+  std::unique_ptr<OfferSlots<OfferHeld>> rv_slots_;
+  std::vector<uint32_t> rv_free_windows_;
+  std::deque<OfferHeld> rv_inv_due_;  // ReadDone arrived, invalidation not posted yet
+  // Reader: one destination block per offer, in the sequencer's order (head first).
+  struct RvBlock {
+    uint32_t tag = 0;
+    uint32_t length = 0;
+    memory::Slice block;  // from the arena pool, once the READ may be posted
+    size_t done = 0;      // bytes already delivered
+    bool posted = false;
+    bool read = false;
+  };
+  std::unique_ptr<OfferSequencer> rv_seq_;
+  std::deque<RvBlock> rv_blocks_;
+  std::deque<std::pair<uint32_t, uint32_t>> rv_done_due_;  // ReadDone(tag, length) not posted yet
+  uint64_t rx_inband_consumed_ = 0;  // in-band bytes read since the start (the sequencer's marks)
+  bool peeked_rv_ = false;           // the last peek() showed the head offer's bytes
+  struct RvWaiter;
+  std::shared_ptr<RvWaiter> rv_waiter_;  // registered with the pool while a READ waits for a block
   AdaptiveSpin spin_;                      // poll_us / busy_poll_us
   std::shared_ptr<poll::SpinGroup> spin_group_;  // the loop's, once we spun
   verbs::Completion wcs_[32];

@@ -1,6 +1,7 @@
 // RdmaConnection: the data path -- write (copy into the staging mirror of the peer's
 // buffer), flush (RDMA WRITE_WITH_IMM of what was written), read, handler delivery, and
 // adaptive polling of the CQ.
+#include <algorithm>
 #include <cstring>
 
 #include "conduit/base/clock.h"
@@ -304,9 +305,22 @@ Status RdmaConnection::commit(size_t n) {
 Result<size_t> RdmaConnection::write_owned(memory::Chain& chain) {
   CONDUIT_RETURN_IF_ERROR(io_state());
   if (chain.empty()) return size_t{0};
-  size_t total = 0;
-  while (tx_known_ && !chain.empty() && tx_.free_space() != 0) {
+  size_t total = 0, inband = 0;
+  while (tx_known_ && !chain.empty()) {
     const memory::Slice& s = chain.front();
+    if (rendezvous() && options_.rendezvous_min != 0 && s.size() >= options_.rendezvous_min) {
+      if (inband != 0) {  // accounted first: the offer's stream position follows these bytes
+        CONDUIT_RETURN_IF_ERROR(produced(inband));
+        inband = 0;
+      }
+      CONDUIT_ASSIGN_OR_RETURN(const bool offered, offer(s));
+      if (offered) {
+        total += s.size();
+        chain.consume(s.size());
+        continue;
+      }
+    }
+    if (tx_.free_space() == 0) break;
     const Extent room = tx_.writable(s.size()).first;  // contiguous in the peer's ring
     const size_t n = room.len;
     if (s.owner() == arena_->pool.get() && s.registered(Arena::kDomain) && n >= options_.zero_copy_min) {
@@ -317,12 +331,14 @@ Result<size_t> RdmaConnection::write_owned(memory::Chain& chain) {
     tx_.produce(n);
     chain.consume(n);
     total += n;
+    inband += n;
   }
   if (total == 0) {
     ++stats_.write_would_block;
     return Status::WouldBlock();
   }
-  CONDUIT_RETURN_IF_ERROR(produced(total));
+  if (inband != 0) CONDUIT_RETURN_IF_ERROR(produced(inband));
+  else ctx_->mark_pending(this);
   return total;
 }
 
@@ -333,6 +349,13 @@ Result<size_t> RdmaConnection::write(std::span<const uint8_t> data) {
 
 Result<size_t> RdmaConnection::read(std::span<uint8_t> buf) {
   if (!live()) return io_state();
+  if (const std::span<const uint8_t> h = rv_head(); !h.empty()) {  // an offer's bytes, READ into our pool
+    const size_t n = std::min(h.size(), buf.size());
+    std::memcpy(buf.data(), h.data(), n);
+    rv_consume(n);
+    return n;
+  }
+  if (rv_next()) return rv_wait();
   if (rx_.available() == 0) {
     if (peer_done()) {
       eof_delivered_ = true;
@@ -341,7 +364,7 @@ Result<size_t> RdmaConnection::read(std::span<uint8_t> buf) {
     ++stats_.read_would_block;
     return Status::WouldBlock();
   }
-  const uint64_t room = hold_room();
+  const uint64_t room = std::min(hold_room(), rv_inband_room());
   if (room == 0) return hold_blocked();
   const Extents e = rx_.readable(std::min<uint64_t>(buf.size(), room));
   const uint8_t* rx = res_->rx.data();
@@ -354,6 +377,13 @@ Result<size_t> RdmaConnection::read(std::span<uint8_t> buf) {
 
 Result<std::span<const uint8_t>> RdmaConnection::peek() {
   if (!live()) return io_state();
+  peeked_rv_ = false;
+  if (const std::span<const uint8_t> h = rv_head(); !h.empty()) {
+    peeked_rv_ = true;
+    peeked_ = h.size();
+    return h;
+  }
+  if (rv_next()) return rv_wait();
   if (rx_.available() == 0) {
     if (peer_done()) {
       eof_delivered_ = true;
@@ -362,7 +392,7 @@ Result<std::span<const uint8_t>> RdmaConnection::peek() {
     ++stats_.read_would_block;
     return Status::WouldBlock();
   }
-  const uint64_t room = hold_room();
+  const uint64_t room = std::min(hold_room(), rv_inband_room());
   if (room == 0) return hold_blocked();
   const Extent e = rx_.readable(std::min(rx_.available(), room)).first;
   peeked_ = e.len;
@@ -373,7 +403,10 @@ Status RdmaConnection::consume(size_t n) {
   if (n == 0) return {};
   if (n > peeked_) return Status(Code::kInvalidArgument, "consume: more than peek() returned");
   peeked_ -= n;
-  consumed(n);
+  if (peeked_rv_)
+    rv_consume(n);
+  else
+    consumed(n);
   return {};
 }
 
@@ -390,6 +423,14 @@ Result<size_t> RdmaConnection::read_owned(memory::Chain& out, size_t max) {
   if (!live()) return io_state();
   peeked_ = 0;
   if (max == 0) return size_t{0};
+  // An offer's block is our own pool memory: handed over whole, outside hold_bytes.
+  if (const std::span<const uint8_t> h = rv_head(); !h.empty()) {
+    const size_t n = std::min(h.size(), max);
+    out.append(rv_blocks_.front().block.sub(rv_blocks_.front().done, n));
+    rv_consume(n);
+    return n;
+  }
+  if (rv_next()) return rv_wait();
   // The new view is held itself: with nothing held yet, up to hold_bytes of it.
   const uint64_t room = holds_.empty() ? options_.hold_bytes : hold_room();
   if (room == 0) return hold_blocked();
@@ -401,7 +442,7 @@ Result<size_t> RdmaConnection::read_owned(memory::Chain& out, size_t max) {
     ++stats_.read_would_block;
     return Status::WouldBlock();
   }
-  const Extent e = rx_.readable(std::min<uint64_t>(max, room)).first;  // contiguous: a wrap is the next call
+  const Extent e = rx_.readable(std::min({static_cast<uint64_t>(max), room, rv_inband_room()})).first;  // contiguous
   if (!rx_share_) {
     rx_share_ = std::make_shared<RxShare>();
     rx_share_->conn = this;
@@ -409,6 +450,7 @@ Result<size_t> RdmaConnection::read_owned(memory::Chain& out, size_t max) {
   }
   const ring::HoldTracker::Ticket t = holds_.hold(rx_.tail(), e.len);
   rx_.consume(e.len);
+  rx_inband_consumed_ += e.len;
   stats_.bytes_read += e.len;
   ++stats_.reads;
   uint8_t* data = res_->rx.writable_data() + e.offset;
@@ -459,6 +501,7 @@ void RdmaConnection::detach_share() {
 
 void RdmaConnection::consumed(size_t n) {
   rx_.consume(n);
+  rx_inband_consumed_ += n;
   stats_.bytes_read += n;
   ++stats_.reads;
   return_space();

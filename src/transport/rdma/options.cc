@@ -58,9 +58,16 @@ constexpr Row kRows[] = {
     Row::bytes_row("zero_copy_min", "4K", 0, kMaxRxBuffer, &O::zero_copy_min,
                    "`write_owned`: slices of `pool()` at least this large are RDMA-written from where they lie "
                    "(one work request each); smaller ones are copied into the staging area and batched"),
+    Row::bytes_row("rendezvous_min", "256K", 0, kMaxRendezvous, &O::rendezvous_min,
+                   "`write_owned`: a slice of `pool()` at least this large is not written into the peer's ring but "
+                   "offered, and the peer RDMA-READs it into its own pool (the rendezvous extension, bit 2: no "
+                   "staging copy on either side, no ring space). With `scope=mw` on a device whose windows are "
+                   "bounded only by their region (rxe) only slices whose block fills its region (>= 2 MiB) are "
+                   "offered; `scope=shared` offers any. At the limit of outstanding offers a slice goes in-band. "
+                   "0 = off (bit 2 not offered)"),
     Row::custom_row("features", "all", parse_features, "`all`, `none`, mask",
-                    "extensions to offer: bit 0 ring, bit 1 solicited, bit 3 half-close (PROTOCOL.md); `none` behaves exactly like a "
-                    "Valkey peer"),
+                    "extensions to offer: bit 0 ring, bit 1 solicited, bit 2 rendezvous, bit 3 half-close (PROTOCOL.md); "
+                    "`none` behaves exactly like a Valkey peer"),
     Row::bytes_row("credit_bytes", "0", 0, kMaxRxBuffer, &O::credit_bytes,
                    "ring mode: return space to the writer in steps of this many consumed bytes (0 = `rx_buffer`/4)")
         .default_is("`rx_buffer`/4"),

@@ -20,6 +20,7 @@ struct RdmaOptions {
   uint64_t inline_bytes = 64;
   uint64_t flush_bytes = 64 * 1024;
   uint64_t zero_copy_min = 4096;  // write_owned: smaller pool slices are copied
+  uint64_t rendezvous_min = 256 * 1024;  // write_owned: pool slices this large are READ by the peer (0 = off)
   uint64_t credit_bytes = 0;  // ring mode: return space in steps of this (0 = rx_buffer / 4)
   uint64_t hold_bytes = 0;    // read_owned: views held before owned reads would-block (0 = rx_buffer / 2)
   uint64_t keepalive_ms = 3000;

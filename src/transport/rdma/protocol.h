@@ -69,9 +69,8 @@ std::string_view opcode_name(uint16_t op);
 inline constexpr uint64_t kFeatureRing = 1ull << 0;
 inline constexpr uint64_t kFeatureSolicited = 1ull << 1;
 //   rendezvous owned writes of large pool slices are pulled by the reader with RDMA READ
-//              (ReadOffer / ReadDone; docs/PROTOCOL.md "Rendezvous").  The bit is allocated
-//              and its messages are encoded and validated, but the connection does not
-//              implement the transfer yet, so it is not in kFeatureKnownMask: never offered.
+//              (ReadOffer / ReadDone; docs/PROTOCOL.md "Rendezvous"; connection_rendezvous.cc).
+//              Offered only with rendezvous_min > 0, memory windows and READ resources.
 inline constexpr uint64_t kFeatureRendezvous = 1ull << 2;
 //   half-close shutdown_write() sends HalfClose after the last data WR on the same send
 //              queue, carrying the stream position where EOF falls; the reader returns EOF
@@ -79,8 +78,7 @@ inline constexpr uint64_t kFeatureRendezvous = 1ull << 2;
 //              earlier WRITE_WITH_IMM's receive completion before the HalfClose's.
 inline constexpr uint64_t kFeatureHalfClose = 1ull << 3;
 // The bits this build implements and offers.
-inline constexpr uint64_t kFeatureKnownMask = kFeatureRing | kFeatureSolicited | kFeatureHalfClose;
-static_assert((kFeatureKnownMask & kFeatureRendezvous) == 0, "offer rendezvous only once it is implemented");
+inline constexpr uint64_t kFeatureKnownMask = kFeatureRing | kFeatureSolicited | kFeatureRendezvous | kFeatureHalfClose;
 
 // Field offsets (the layouts above, docs/PROTOCOL.md draws them).
 inline constexpr size_t kOpcodeOff = 0, kSelectOff = 2, kFeaturesOff = 24;

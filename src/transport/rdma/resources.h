@@ -10,6 +10,7 @@
 #include <deque>
 #include <memory>
 #include <utility>
+#include <vector>
 
 #include "conduit/verbs/verbs.h"
 #include "conduit/memory/buffer.h"
@@ -33,6 +34,8 @@ struct QpResources {
   // released once a completion covers it -- or with these resources, after the QP is gone.
   std::deque<std::pair<uint64_t, memory::Slice>> sent_from;
   std::unique_ptr<verbs::MemoryWindow> mw;  // scope=mw: the peer's only key to rx (freed before the QP)
+  // Rendezvous: windows bound over offered slices (REMOTE_READ, this QP), re-bound per offer.
+  std::vector<std::unique_ptr<verbs::MemoryWindow>> offer_mws;
   uint32_t rx_rkey = 0;                     // what RegisterXferMemory advertises
   std::unique_ptr<verbs::CmId> id;
   std::unique_ptr<verbs::SignalTracker> tracker;
@@ -48,6 +51,7 @@ struct QpResources {
     // The window before its QP: a window bound to a QP holds a reference on it, and rxe's
     // destroy_qp waits for every reference -- destroying the QP first hangs in the kernel.
     mw.reset();
+    offer_mws.clear();
     // Then the QP: after that no completion of it can reach the pool's CQ, and the pool
     // takes back the slots of those still queued.
     id.reset();

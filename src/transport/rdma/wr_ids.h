@@ -7,7 +7,7 @@
 
 namespace conduit::transport::rdma {
 
-enum WrKind : uint64_t { kWrRecv = 1, kWrCtrlSend = 2, kWrData = 3, kWrBind = 4 };
+enum WrKind : uint64_t { kWrRecv = 1, kWrCtrlSend = 2, kWrData = 3, kWrBind = 4, kWrRead = 5 };  // kWrRead: index = offer tag
 constexpr uint64_t make_wr_id(WrKind k, uint64_t index) { return (static_cast<uint64_t>(k) << 56) | index; }
 constexpr WrKind wr_kind(uint64_t id) { return static_cast<WrKind>(id >> 56); }
 constexpr uint32_t wr_index(uint64_t id) { return static_cast<uint32_t>(id & 0xffffffffu); }

@@ -1,0 +1,313 @@
+// rdma:// READ rendezvous on the real path (docs/PROTOCOL.md "Rendezvous (bit 2)"): large
+// owned pool slices are offered and READ by the peer, byte for byte and in stream order
+// among small owned and plain writes, both ways, through read(), read_owned() and
+// peek()/consume(); the
+// offers are really used (stats: the ring carried only the small bytes); at the offer limit
+// the slices go in-band; a peer without bit 2 keeps the in-band path; connections closed
+// mid-transfer leak no pool blocks or registrations.
+#include <gtest/gtest.h>
+
+#include <deque>
+#include <random>
+#include <variant>
+
+#include "conduit/memory/buffer.h"
+#include "conduit/memory/pool.h"
+#include "conduit/transport/connection.h"
+#include "conduit/transport/registered_memory.h"
+#include "rdma_env.h"
+#include "rdma_test_util.h"
+
+namespace conduit::transport {
+namespace {
+
+using namespace conduit::transport::testing;
+
+class RdmaRendezvous : public RdmaDeviceTest {};
+
+// One write: plain bytes (write()) or an owned chain (write_owned()).
+struct Item {
+  std::vector<uint8_t> plain;
+  memory::Chain owned;
+  size_t sent = 0;
+};
+
+struct Plan {
+  std::deque<Item> items;
+  std::vector<uint8_t> expect;
+  uint64_t large_bytes = 0;  // bytes in owned slices of at least `large`
+};
+
+// Owned slices of the given sizes from `pool`, each followed by a small owned slice and a
+// small plain write, filled with random bytes.
+Plan make_plan(memory::BlockPool& pool, const std::vector<size_t>& sizes, size_t large, uint32_t seed) {
+  Plan p;
+  std::mt19937 rng(seed);
+  auto owned = [&](size_t n) {
+    auto s = pool.allocate(n);
+    EXPECT_TRUE(s.ok()) << s.status().to_string();
+    if (!s.ok()) return;
+    for (size_t k = 0; k < n; ++k) s->writable_data()[k] = static_cast<uint8_t>(rng());
+    p.expect.insert(p.expect.end(), s->data(), s->data() + n);
+    if (n >= large) p.large_bytes += n;
+    Item it;
+    it.owned.append(std::move(*s));
+    p.items.push_back(std::move(it));
+  };
+  for (size_t size : sizes) {
+    owned(size);
+    owned(100 + rng() % 5000);
+    Item it;
+    it.plain.resize(1 + rng() % 3000);
+    for (auto& b : it.plain) b = static_cast<uint8_t>(rng());
+    p.expect.insert(p.expect.end(), it.plain.begin(), it.plain.end());
+    p.items.push_back(std::move(it));
+  }
+  return p;
+}
+
+// Writes the plan from `from` (handlers) and reads it on `to`, alternating read(),
+// read_owned() and peek()/consume() calls; returns what arrived.
+std::vector<uint8_t> run_plan(reactor::EventLoop& loop, Connection& from, Connection& to, Plan& plan,
+                              int timeout_ms = 240000) {
+  std::vector<uint8_t> got;
+  got.reserve(plan.expect.size());
+  std::vector<uint8_t> buf(48 << 10);
+  int turn = 0;  // read(), read_owned(), peek() + consume(), in turn
+  to.set_read_handler([&](Connection& c) {
+    for (;;) {
+      turn = (turn + 1) % 3;
+      if (turn == 0) {
+        memory::Chain chain;
+        auto n = c.read_owned(chain, 1 << 20);
+        if (!n.ok() || *n == 0) return;
+        for (size_t i = 0; i < chain.count(); ++i)
+          got.insert(got.end(), chain.slice(i).data(), chain.slice(i).data() + chain.slice(i).size());
+      } else if (turn == 1) {
+        auto n = c.read(buf);
+        if (!n.ok() || *n == 0) return;
+        got.insert(got.end(), buf.begin(), buf.begin() + static_cast<std::ptrdiff_t>(*n));
+      } else {
+        auto v = c.peek();
+        if (!v.ok() || v->empty()) return;
+        const size_t n = std::min<size_t>(v->size(), 100000);  // part of it: the rest comes next
+        got.insert(got.end(), v->data(), v->data() + n);
+        if (!c.consume(n).ok()) return;
+      }
+    }
+  });
+  auto pump = [&](Connection& c) {
+    while (!plan.items.empty()) {
+      Item& it = plan.items.front();
+      if (it.plain.empty()) {
+        while (!it.owned.empty()) {
+          auto n = c.write_owned(it.owned);
+          if (!n.ok()) return;
+        }
+      } else {
+        while (it.sent < it.plain.size()) {
+          auto n = c.write(std::span(it.plain.data() + it.sent, it.plain.size() - it.sent));
+          if (!n.ok()) return;
+          it.sent += *n;
+        }
+      }
+      plan.items.pop_front();
+    }
+    c.set_write_handler(nullptr);
+  };
+  from.set_write_handler(pump);
+  pump(from);
+  run_until(loop, [&] { return got.size() >= plan.expect.size() || to.state() == ConnState::kError; }, timeout_ms);
+  from.set_write_handler(nullptr);
+  to.set_read_handler(nullptr);
+  return got;
+}
+
+// Both ways, with the memory window scope (only whole-region blocks are offered on rxe:
+// 2 MiB and 16 MiB) and scope=shared (every slice from rendezvous_min up).
+TEST_F(RdmaRendezvous, OwnedWritesReadByteForByteBothWaysInOrder) {
+  const std::vector<size_t> sizes = {256 << 10, 1 << 20, 2 << 20, 16 << 20, 300 << 10, 2 << 20};
+  for (const char* opts : {"?scope=shared", ""}) {
+    SCOPED_TRACE(std::string("options '") + opts + "'");
+    const bool shared = std::string(opts).find("shared") != std::string::npos;
+    auto p = make_pair(addr_, opts, opts);
+    ASSERT_TRUE(p.ok()) << p.status().to_string();
+    Pair& pair = **p;
+    ASSERT_NE(std::string(pair.client->caps().extensions).find("rendezvous"), std::string::npos)
+        << pair.client->caps().extensions;
+    memory::BlockPool* pool = pair.client->pool();
+    ASSERT_NE(pool, nullptr);
+    const size_t in_use_before = pool->stats().bytes_in_use;
+    uint32_t seed = 1;
+    for (Connection* from : {pair.client.get(), pair.server.get()}) {
+      Connection* to = from == pair.client.get() ? pair.server.get() : pair.client.get();
+      const ConnStats w0 = from->stats(), r0 = to->stats();
+      // What is offered: every slice >= 256 KiB with scope=shared, the whole-region blocks
+      // (>= 2 MiB) with scope=mw.
+      Plan plan = make_plan(*pool, sizes, shared ? 256 << 10 : 2 << 20, seed++);
+      const auto got = run_plan(*pair.loop, *from, *to, plan);
+      ASSERT_EQ(got.size(), plan.expect.size()) << to->error().to_string();
+      EXPECT_TRUE(got == plan.expect) << "rendezvous bytes differ or are out of order";
+      const ConnStats& w = from->stats();
+      const ConnStats& r = to->stats();
+      EXPECT_GT(w.rendezvous_offers - w0.rendezvous_offers, 0u);
+      EXPECT_EQ(w.rendezvous_fallbacks - w0.rendezvous_fallbacks, 0u);
+      EXPECT_EQ(w.rendezvous_bytes_sent - w0.rendezvous_bytes_sent, plan.large_bytes);
+      EXPECT_EQ(r.rendezvous_bytes_read - r0.rendezvous_bytes_read, plan.large_bytes);
+      EXPECT_EQ(r.rendezvous_reads - r0.rendezvous_reads, w.rendezvous_offers - w0.rendezvous_offers);
+      // Through the ring: only the small writes.
+      EXPECT_EQ((w.bytes_written - w0.bytes_written) - (w.rendezvous_bytes_sent - w0.rendezvous_bytes_sent),
+                plan.expect.size() - plan.large_bytes);
+    }
+    ASSERT_TRUE(run_until(*pair.loop, [&] { return pool->stats().bytes_in_use <= in_use_before; }, 20000))
+        << "offered slices or READ blocks not released: " << pool->stats().bytes_in_use << " vs " << in_use_before;
+  }
+}
+
+// More large slices in one write_owned() call than offers may be outstanding: the rest go
+// in-band (counted as fallbacks), never would-block for it, and the stream stays in order.
+TEST_F(RdmaRendezvous, AtTheOfferLimitSlicesGoInBand) {
+  auto p = make_pair(addr_, "?scope=shared", "?scope=shared");
+  ASSERT_TRUE(p.ok()) << p.status().to_string();
+  Pair& pair = **p;
+  memory::BlockPool* pool = pair.client->pool();
+  std::mt19937 rng(3);
+  memory::Chain chain;
+  std::vector<uint8_t> expect;
+  for (int i = 0; i < 40; ++i) {
+    auto s = pool->allocate(256 << 10);
+    ASSERT_TRUE(s.ok());
+    for (size_t k = 0; k < s->size(); ++k) s->writable_data()[k] = static_cast<uint8_t>(rng());
+    expect.insert(expect.end(), s->data(), s->data() + s->size());
+    chain.append(std::move(*s));
+  }
+  Plan plan;
+  plan.expect = expect;
+  Item it;
+  it.owned = std::move(chain);
+  plan.items.push_back(std::move(it));
+  const auto got = run_plan(*pair.loop, *pair.client, *pair.server, plan);
+  ASSERT_EQ(got.size(), expect.size()) << pair.server->error().to_string();
+  EXPECT_TRUE(got == expect);
+  const ConnStats& w = pair.client->stats();
+  EXPECT_GT(w.rendezvous_offers, 0u);
+  EXPECT_GT(w.rendezvous_fallbacks, 0u) << "40 offers in one call never reached the limit";
+  EXPECT_LT(w.rendezvous_bytes_sent, expect.size());
+}
+
+// A peer that does not offer bit 2 -- a Valkey-mode peer (features=none) on either side, or
+// a Conduit peer with rendezvous_min=0 -- keeps every owned write in-band.
+TEST_F(RdmaRendezvous, WithoutTheBitEverythingGoesInBand) {
+  struct Case {
+    const char *server, *client;
+  } cases[] = {{"?scope=shared&features=none", "?scope=shared"},
+               {"?scope=shared", "?scope=shared&features=none"},
+               {"?scope=shared&rendezvous_min=0", "?scope=shared"}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(std::string(c.server) + " / " + c.client);
+    auto p = make_pair(addr_, c.server, c.client);
+    ASSERT_TRUE(p.ok()) << p.status().to_string();
+    Pair& pair = **p;
+    EXPECT_EQ(std::string(pair.client->caps().extensions).find("rendezvous"), std::string::npos);
+    Plan plan = make_plan(*pair.client->pool(), {2 << 20, 1 << 20}, 256 << 10, 9);
+    const auto got = run_plan(*pair.loop, *pair.client, *pair.server, plan);
+    ASSERT_EQ(got.size(), plan.expect.size());
+    EXPECT_TRUE(got == plan.expect);
+    EXPECT_EQ(pair.client->stats().rendezvous_offers, 0u);
+    EXPECT_EQ(pair.server->stats().rendezvous_reads, 0u);
+  }
+}
+
+// 50 connections on one loop, each closed (by either side) while offers are outstanding or
+// being READ: afterwards no pool block is in use beyond the baseline and no region was
+// registered beyond the first rounds' (registered_memory(loop), what INFO reports).
+TEST_F(RdmaRendezvous, ConnectionsClosedMidTransferLeakNothing) {
+  auto l = reactor::EventLoop::create();
+  ASSERT_TRUE(l.ok());
+  reactor::EventLoop& loop = **l;
+  std::vector<std::unique_ptr<Connection>> accepted;
+  auto lst = listen(loop, "rdma://" + addr_ + ":0?scope=shared",
+                    [&](std::unique_ptr<Connection> c) { accepted.push_back(std::move(c)); });
+  ASSERT_TRUE(lst.ok()) << lst.status().to_string();
+  size_t regions_after_warmup = 0;
+  std::mt19937 rng(17);
+  for (int i = 0; i < 50; ++i) {
+    SCOPED_TRACE("connection " + std::to_string(i));
+    Status cs = Status(Code::kInProgress, "");
+    auto c = connect(loop, (*lst)->url() + "?scope=shared", [&](Connection&, Status s) { cs = s; });
+    ASSERT_TRUE(c.ok());
+    std::unique_ptr<Connection> client = std::move(*c);
+    ASSERT_TRUE(run_until(loop, [&] { return !accepted.empty() && !cs.in_progress(); }, 20000));
+    ASSERT_TRUE(cs.ok()) << cs.to_string();
+    std::unique_ptr<Connection> server = std::move(accepted.back());
+    accepted.clear();
+    const bool client_writes = i % 2 == 0;
+    Connection& w = client_writes ? *client : *server;
+    Connection& r = client_writes ? *server : *client;
+    // The server switches the extension on when the client's SetClientFeature arrives.
+    ASSERT_TRUE(run_until(loop, [&] { return std::string(w.caps().extensions).find("rendezvous") != std::string::npos; },
+                          20000));
+    memory::Chain chain;
+    for (size_t n : {size_t{1} << 20, size_t{512} << 10, size_t{2} << 20}) {
+      auto s = w.pool()->allocate(n);
+      ASSERT_TRUE(s.ok());
+      s->writable_data()[0] = static_cast<uint8_t>(rng());
+      chain.append(std::move(*s));
+    }
+    uint64_t read_bytes = 0;
+    std::vector<uint8_t> buf(64 << 10);
+    r.set_read_handler([&](Connection& c2) {
+      for (;;) {
+        auto n = c2.read(buf);
+        if (!n.ok() || *n == 0) return;
+        read_bytes += *n;
+      }
+    });
+    // (An accepted connection may not know the peer's buffer yet: the first call may would-block.)
+    Status ws = Status::WouldBlock();
+    const uint64_t deadline = monotonic_ns() + 20000 * kMs;
+    while (ws.would_block() && monotonic_ns() < deadline) {
+      auto n = w.write_owned(chain);
+      ws = n.status();
+      if (ws.would_block()) {
+        Status rs = loop.run_once(10);
+        ASSERT_TRUE(rs.ok()) << rs.to_string();
+      }
+    }
+    ASSERT_TRUE(ws.ok()) << ws.to_string() << " (writer state " << conn_state_name(w.state()) << ")";
+    // Close at different points: right away (offers unread), after the first READ, or once
+    // some bytes were delivered.
+    const int when = i % 3;
+    if (when == 1) {
+      ASSERT_TRUE(run_until(loop, [&] { return r.stats().rendezvous_reads > 0; }, 20000));
+    }
+    if (when == 2) run_until(loop, [&] { return read_bytes > 0; }, 20000);
+    r.set_read_handler(nullptr);
+    EXPECT_GT(w.stats().rendezvous_offers, 0u) << "the large slices went in-band";
+    if (i % 4 < 2) {
+      client.reset();
+      run_until(loop, [&] { return server->state() != ConnState::kConnected; }, 200);
+      server.reset();
+    } else {
+      server.reset();
+      run_until(loop, [&] { return client->state() != ConnState::kConnected; }, 200);
+      client.reset();
+    }
+    chain = memory::Chain();
+    // Lingering closers finish; blocks parked with a QP come back with it.
+    for (int k = 0; k < 20; ++k) (void)loop.run_once(5);
+    if (i == 4) regions_after_warmup = registered_memory(loop)[0].pool.regions;
+  }
+  // No connection is left: every block (control slots, staging, offered slices, READ
+  // destinations, receive areas) is back.
+  ASSERT_TRUE(run_until(loop, [&] {
+    const auto m = registered_memory(loop);
+    return m.size() == 1 && m[0].pool.bytes_in_use == 0 && m[0].rx_shared.bytes_in_use == 0;
+  }, 20000)) << "pool bytes in use " << registered_memory(loop)[0].pool.bytes_in_use << ", receive areas "
+             << registered_memory(loop)[0].rx_shared.bytes_in_use;
+  EXPECT_LE(registered_memory(loop)[0].pool.regions, regions_after_warmup + 2)
+      << "regions keep growing as connections come and go";
+}
+
+}  // namespace
+}  // namespace conduit::transport
