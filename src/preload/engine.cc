@@ -131,6 +131,15 @@ void Engine::socket_closed(Socket& s) {
   status_changed();
 }
 
+void Engine::detach_listener(Socket& s) {
+  if (s.rendezvous) {
+    if (--s.rendezvous->users == 0) rendezvous_.erase(s.rendezvous->port);
+    s.rendezvous.reset();
+  }
+  s.reason.clear();
+  status_changed();
+}
+
 void Engine::shutdown_at_exit() {
   for (const auto& w : process().sockets) {
     std::shared_ptr<Socket> s = w.lock();

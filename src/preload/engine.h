@@ -97,6 +97,8 @@ class Engine {
   bool start_client(Socket& s, const sockaddr* dest, socklen_t len);
   // listen(): attaches the port's rendezvous if the rules select it (s.reason says what).
   void attach_listener(Socket& s);
+  // listen() failed after attach_listener: gives the port's rendezvous back.
+  void detach_listener(Socket& s);
   // accept(): decides an accepted socket of listener `l`: kAwaitCommit or kTcp.
   void classify_accepted(Socket& l, Socket& s);
   // The last fd naming s is gone: close its channel, detach its rendezvous.

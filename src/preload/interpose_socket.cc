@@ -151,19 +151,34 @@ CONDUIT_EXPORT int socket(int domain, int type, int protocol) noexcept {
   return fd;
 }
 
+// A socket already bound to its port gets its rendezvous before the kernel listens, so a
+// client that finds the TCP port open also finds the rendezvous: otherwise a client that
+// connects the moment the server starts could look in between and stay on TCP for good.
+// (Bound to port 0 or not at all, the port is known only after listen(): attached then.)
 CONDUIT_EXPORT int listen(int fd, int backlog) noexcept {
   const Libc& c = sys();
   if (t_in_preload) return c.listen(fd, backlog);
-  const int r = c.listen(fd, backlog);
-  if (r != 0) return r;
   const int err = errno;
   EngineLock lk;
   std::shared_ptr<Socket> s = find_socket(fd);
   if (!s && !(fd_tag(fd) & kTagTracked)) s = adopt_socket(fd);
-  if (!s || s->phase != Phase::kSocket) return r;
+  if (!s || s->phase != Phase::kSocket) return c.listen(fd, backlog);
+  sockaddr_storage ss{};
+  socklen_t sl = sizeof ss;
+  const bool bound = c.getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &sl) == 0 &&
+                     (ss.ss_family == AF_INET || ss.ss_family == AF_INET6) &&
+                     reinterpret_cast<sockaddr_in*>(&ss)->sin_port != 0;  // same offset in sockaddr_in6
+  Engine* e = bound ? Engine::get() : nullptr;
+  if (e != nullptr) e->attach_listener(*s);
+  if (c.listen(fd, backlog) != 0) {
+    const int lerr = errno;
+    if (e != nullptr) e->detach_listener(*s);
+    errno = lerr;
+    return -1;
+  }
   s->phase = Phase::kListening;
   s->role = Role::kListener;
-  if (Engine* e = Engine::get()) e->attach_listener(*s);
+  if (e == nullptr && (e = Engine::get()) != nullptr) e->attach_listener(*s);
   phase_changed(*s, Phase::kSocket);
   errno = err;
   return 0;
