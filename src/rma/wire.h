@@ -6,11 +6,6 @@
 
 namespace conduit::rma::wire {
 
-using big_endian::get16;
-using big_endian::get32;
-using big_endian::get64;
-using big_endian::put16;
-using big_endian::put32;
-using big_endian::put64;
+using namespace big_endian;  // put16/32/64, get16/32/64
 
 }  // namespace conduit::rma::wire

@@ -22,12 +22,7 @@ namespace {
 constexpr uint8_t kMagic[4] = {'C', 'D', 'Q', 'P'};
 constexpr uint8_t kVersion = 1;
 
-using big_endian::get16;
-using big_endian::get32;
-using big_endian::get64;
-using big_endian::put16;
-using big_endian::put32;
-using big_endian::put64;
+using namespace big_endian;  // put16/32/64, get16/32/64
 
 int remaining_ms(uint64_t deadline) {
   const uint64_t now = monotonic_ns();

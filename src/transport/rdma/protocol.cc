@@ -4,12 +4,7 @@
 
 namespace conduit::transport::rdma {
 namespace {
-using big_endian::get16;
-using big_endian::get32;
-using big_endian::get64;
-using big_endian::put16;
-using big_endian::put32;
-using big_endian::put64;
+using namespace big_endian;  // put16/32/64, get16/32/64
 bool zero(const uint8_t* p, size_t n) {
   for (size_t i = 0; i < n; ++i)
     if (p[i] != 0) return false;
