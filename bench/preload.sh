@@ -297,6 +297,9 @@ except Exception as e:
       # shellcheck disable=SC2046
       timeout 120 "${SRV_CPU[@]}" $(wrap "$v") python3 "$REPO/bench/pingpong.py" serve "$addr" "$pport" >"$work/pp-srv-$v.out" 2>&1 &
       ppid=$!
+      # Started before the client: one that connects while the server starts listening may
+      # stay plain TCP (docs/PRELOAD.md, "Not supported").
+      sleep $((guest ? 3 : 1))
       # shellcheck disable=SC2046
       line=$(timeout 120 "${CLI_CPU[@]}" $(wrap "$v") python3 "$REPO/bench/pingpong.py" ping "$addr" "$pport" "$pp_n" 64 2>"$work/pp-$v.err" | grep '^pingpong:' || true)
       kill "$ppid" 2>/dev/null || true
