@@ -124,20 +124,20 @@ void Engine::socket_closed(Socket& s) {
   if (loop_->watching(s.watch.fd)) (void)loop_->remove(s.watch.fd);
   if (negotiating(s.phase)) count_negotiation(-1);
   retire(std::move(s.conn));
-  if (s.rendezvous) {
-    if (--s.rendezvous->users == 0) rendezvous_.erase(s.rendezvous->port);
-    s.rendezvous.reset();
-  }
+  release_rendezvous(s);
   status_changed();
 }
 
 void Engine::detach_listener(Socket& s) {
-  if (s.rendezvous) {
-    if (--s.rendezvous->users == 0) rendezvous_.erase(s.rendezvous->port);
-    s.rendezvous.reset();
-  }
+  release_rendezvous(s);
   s.reason.clear();
   status_changed();
+}
+
+void Engine::release_rendezvous(Socket& s) {
+  if (!s.rendezvous) return;
+  if (--s.rendezvous->users == 0) rendezvous_.erase(s.rendezvous->port);
+  s.rendezvous.reset();
 }
 
 void Engine::shutdown_at_exit() {

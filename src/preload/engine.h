@@ -112,6 +112,8 @@ class Engine {
   void remove_status_file();
 
  private:
+  // Drops s's use of its port's rendezvous (the last user closes it).
+  void release_rendezvous(Socket& s);
   friend struct TcpWatch;
   static constexpr uint64_t kMarkerTag = 0xC0DCF00Dull;
   Engine(std::unique_ptr<reactor::EventLoop> loop, UniqueFd bell);
