@@ -263,15 +263,22 @@ if ((guest)) && command -v sockperf >/dev/null; then
 fi
 # Two more unmodified programs through each variant, chosen because rsocket's preload can
 # run them (no epoll, no sendto on a connected socket): iperf3 (select-based; throughput,
-# one stream, 128 KiB writes, 3 s) and a blocking-socket ping-pong in Python
-# (bench/pingpong.py: socket, connect, sendall, recv; 64-byte messages).  Host: every
-# variant of the table; guest: tcp, rdma and rsocket.
+# one stream, 128 KiB writes, 3 s) and a blocking-socket ping-pong in C++
+# (conduit-plain-pingpong: socket(AF_INET, SOCK_STREAM, 0), connect, write, read; 64-byte
+# messages).  Not bench/pingpong.py: Python adds SOCK_CLOEXEC to every socket's type and
+# rsocket's preload leaves such a socket on TCP.  Host: every variant of the table; guest:
+# tcp, rdma and rsocket.
 extra_variants=$started
 ((guest)) && extra_variants="tcp rdma rsocket"
-if command -v iperf3 >/dev/null; then
+PINGPONG=$build/bench/plain_pingpong/conduit-plain-pingpong
+if ! command -v iperf3 >/dev/null; then
+  echo "iperf3 not installed: the program comparison is skipped"
+elif [[ ! -x $PINGPONG ]]; then
+  echo "$PINGPONG not built (ninja -C $build conduit-plain-pingpong): the program comparison is skipped"
+else
   echo
-  pp_n=$((guest ? 300 : 20000))
-  echo "iperf3 -t 3 (one stream) and pingpong.py ($pp_n round trips of 64 B), through each variant; rounds $rounds:"
+  pp_n=$((guest ? 1000 : 20000))
+  echo "iperf3 -t 3 (one stream) and conduit-plain-pingpong ($pp_n round trips of 64 B), through each variant; rounds $rounds:"
   for v in $extra_variants; do
     bw=(); pp=(); why=""
     for ((r = 1; r <= rounds; r++)); do
@@ -295,13 +302,13 @@ except Exception as e:
       if [[ $g != error* ]]; then bw+=("$g"); else why="iperf3 $g $(tail -c 120 "$work/ip-$v.err" 2>/dev/null | tr '\n' ' ')"; fi
       pport=$(free_port)
       # shellcheck disable=SC2046
-      timeout 120 "${SRV_CPU[@]}" $(wrap "$v") python3 "$REPO/bench/pingpong.py" serve "$addr" "$pport" >"$work/pp-srv-$v.out" 2>&1 &
+      timeout 120 "${SRV_CPU[@]}" $(wrap "$v") "$PINGPONG" serve "$addr" "$pport" >"$work/pp-srv-$v.out" 2>&1 &
       ppid=$!
       # Started before the client: one that connects while the server starts listening may
       # stay plain TCP (docs/PRELOAD.md, "Not supported").
       sleep $((guest ? 3 : 1))
       # shellcheck disable=SC2046
-      line=$(timeout 120 "${CLI_CPU[@]}" $(wrap "$v") python3 "$REPO/bench/pingpong.py" ping "$addr" "$pport" "$pp_n" 64 2>"$work/pp-$v.err" | grep '^pingpong:' || true)
+      line=$(timeout 120 "${CLI_CPU[@]}" $(wrap "$v") "$PINGPONG" ping "$addr" "$pport" "$pp_n" 64 2>"$work/pp-$v.err" | grep '^pingpong:' || true)
       kill "$ppid" 2>/dev/null || true
       wait "$ppid" 2>/dev/null || true
       if [[ -n $line ]]; then pp+=("$(echo "$line" | awk '{print $4}')"); else why="$why pingpong: $(tail -c 160 "$work/pp-$v.err" | tr '\n' ' ')"; fi
