@@ -76,7 +76,7 @@ void Engine::drive() {
   tx_wanted_.clear();
   const uint64_t runs = handler_runs_;
   if (Status st = loop_->run_once(0); !st.ok()) CONDUIT_LOG(kWarn) << "conduit-preload: loop: " << st.to_string();
-  last_drive_ns_ = monotonic_ns();
+  last_drive_ns_ = loop_->now_ns();
   // Another thread blocked in a kernel wait may be waiting for what just became ready, and
   // this thread drained the loop events that would have woken it.  The loop's own wake() is
   // no use here: the next drive() drains it too, possibly before the sleeper runs, and a
@@ -104,7 +104,7 @@ void Engine::end_wait(uint64_t gen) {
 
 int Engine::poll_timeout_ms() {
   if (!rx_wanted_.empty() || !tx_wanted_.empty()) return 0;
-  return loop_->poll_timeout_ms();
+  return loop_->poll_timeout_ms(loop_->now_ns());
 }
 
 void Engine::retire(std::unique_ptr<transport::Connection> c) {
@@ -195,29 +195,44 @@ void Engine::stop_progress_thread() {
 void Engine::progress_main() {
   t_in_preload = true;  // this thread's own libc calls (and the loop's) go straight through
   int period_ms = 50;
+  uint64_t due_ns = 50'000'000ull;  // as of the last look under the lock
+  uint64_t my_drive_ns = 0;         // last_drive_ns_ as this thread's own drive left it
   std::unique_lock<std::mutex> g(progress_mu_);
   while (!progress_stop_) {
     progress_cv_.wait_for(g, std::chrono::milliseconds(period_ms));
     if (progress_stop_) break;
     std::unique_lock<std::mutex> lk(process().mu, std::try_to_lock);
     if (!lk.owns_lock()) {
-      period_ms = 1;
+      // A program thread is in the preload right now, so it drives the loop itself (every
+      // wait does): look again when a drive would be due after this one.
+      period_ms = static_cast<int>(due_ns / 1'000'000);
       continue;
     }
     if (process().engine != this) return;  // abandoned (cannot happen in this process: fork has no threads)
-    const uint64_t idle_ns = monotonic_ns() - last_drive_ns_;
+    uint64_t now = monotonic_ns();
     const bool busy = live_rdma_ > 0 || negotiations_ > 0;
-    const uint64_t due_ns = busy ? 5'000'000ull : 50'000'000ull;
-    int t = loop_->poll_timeout_ms();
-    const bool timer_due = t >= 0 && idle_ns >= std::max<uint64_t>(1'000'000, static_cast<uint64_t>(t) * 1'000'000);
-    if (idle_ns >= due_ns || timer_due) {
+    due_ns = busy ? 5'000'000ull : 50'000'000ull;
+    // How soon the loop wants driving again, if nobody else does.  A timer due in t > 0 ms:
+    // then (at least 1 ms on).  t == 0, the last iteration did work or left some: a program
+    // thread that drove it drives again on its next call or wait, so this thread steps in
+    // only after due_ns without one (a ping-pong drives every round trip; waking this thread
+    // each millisecond cost a context switch per message on the program's core); when this
+    // thread made that drive, it is the driver and looks again in 1 ms.
+    const auto want_ns = [&](int t) -> uint64_t {
+      if (t > 0) return std::max<uint64_t>(1'000'000, static_cast<uint64_t>(t) * 1'000'000);
+      if (t < 0) return UINT64_MAX;
+      return last_drive_ns_ == my_drive_ns ? 1'000'000 : due_ns;
+    };
+    if (now - last_drive_ns_ >= std::min(due_ns, want_ns(loop_->poll_timeout_ms()))) {
       loop_->adopt_current_thread();
       drive();
-      t = poll_timeout_ms();
+      my_drive_ns = now = last_drive_ns_;
     }
-    int next = busy ? 5 : (rendezvous_.empty() ? 1000 : 50);
-    if (t >= 0 && t < next) next = std::max(t, 1);
-    period_ms = next;
+    // Sleep until the next look is due, counted from the last drive (the program's or this
+    // thread's): a program that keeps calling into the preload keeps this thread asleep.
+    const uint64_t idle_ns = busy ? due_ns : (rendezvous_.empty() ? 1'000'000'000ull : 50'000'000ull);
+    const uint64_t wake = last_drive_ns_ + std::min(idle_ns, want_ns(poll_timeout_ms()));
+    period_ms = wake > now ? static_cast<int>(std::max<uint64_t>(1, (wake - now + 999'999) / 1'000'000)) : 1;
   }
 }
 

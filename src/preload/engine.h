@@ -82,8 +82,11 @@ class Engine {
   // One non-blocking iteration of the loop, after installing the handlers that sockets
   // asked for; wakes the other waiting threads if a handler of ours ran.
   void drive();
-  // How long a wait may block before drive() is due again (-1: until an fd event).
+  // How long a wait may block before drive() is due again (-1: until an fd event).  Timers
+  // are counted from loop_now_ns(): call it right after drive().
   int poll_timeout_ms();
+  // The loop's clock as the last drive() read it (EventLoop::now_ns()).
+  uint64_t loop_now_ns() const { return loop_->now_ns(); }
   // Threads blocked in a kernel wait that includes backend_fd() (wait.cc keeps count).
   int waiters = 0;
 

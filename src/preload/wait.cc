@@ -272,8 +272,7 @@ class PollWindow {
 }  // namespace
 
 int wait_for(EngineLock& lk, WaitSet& ws, int timeout_ms, const sigset_t* mask) {
-  const uint64_t start = monotonic_ns();
-  const uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : start + static_cast<uint64_t>(timeout_ms) * 1'000'000;
+  const uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : monotonic_ns() + static_cast<uint64_t>(timeout_ms) * 1'000'000;
   // poll_us / spin_us: poll ours (and, every few rounds, the program's kernel fds without
   // blocking) before sleeping; see PollWindow for signals.
   PollWindow window(mask, timeout_ms);
@@ -301,7 +300,7 @@ int wait_for(EngineLock& lk, WaitSet& ws, int timeout_ms, const sigset_t* mask) 
       window.on_end();
       return ready + (k > 0 ? k : 0);
     }
-    const uint64_t now = monotonic_ns();
+    const uint64_t now = e != nullptr ? e->loop_now_ns() : monotonic_ns();  // the drive just read it
     if (now < deadline && window.poll_more(now)) {
       bool b = false;
       lk.unlock();

@@ -334,14 +334,18 @@ Status EventLoop::run_once(int timeout_ms) {
     ~InIteration() { flag = was; }
   } in_iteration{in_iteration_, in_iteration_};
   in_iteration_ = true;
+  // The iteration's one clock read when it does not block (run_once(0), as embedders call
+  // it); a wait that may block reads it again when it returns.
+  now_ns_ = monotonic_ns();
 
   // Posted work may have changed what the caller waits for: don't sleep after running any.
   const bool ran_posted = run_posted() > 0;
   const bool hooks_pending = run_hooks();
-  uint64_t now = monotonic_ns();
   int wait_ms = timeout_ms;
-  const int timer_ms = next_timeout_ms(now);
-  if (timer_ms >= 0 && (wait_ms < 0 || timer_ms < wait_ms)) wait_ms = timer_ms;
+  if (wait_ms != 0) {
+    const int timer_ms = next_timeout_ms(monotonic_ns());
+    if (timer_ms >= 0 && (wait_ms < 0 || timer_ms < wait_ms)) wait_ms = timer_ms;
+  }
   bool has_posted;
   {
     std::lock_guard<std::mutex> lock(post_mu_);
@@ -353,14 +357,16 @@ Status EventLoop::run_once(int timeout_ms) {
   const int max_events = std::min<int>(options_.max_events, 256);
   int n;
   bool spin_pending = false;
-  if (wait_ms != 0 && spin_.enabled()) {
+  const bool spin = wait_ms != 0 && spin_.enabled();
+  if (spin) {
     n = spin_wait(events, max_events, wait_ms, &spin_pending);
   } else {
     // One system call per iteration: a ready fd returns at once, otherwise this is the sleep.
     n = epoll_wait(epfd_.get(), events, max_events, wait_ms);
     if (n > 0 && wait_ms != 0) ++wakeups_;
-    if (n > 0 && spin_.enabled()) spin_.on_work(monotonic_ns());  // ends an idle gap
   }
+  if (wait_ms != 0) now_ns_ = monotonic_ns();
+  if (!spin && n > 0 && spin_.enabled()) spin_.on_work(now_ns_);  // ends an idle gap
   if (n < 0) {
     if (errno != EINTR) return Status::FromErrno(errno, "epoll_wait");
     n = 0;
@@ -379,19 +385,21 @@ Status EventLoop::run_once(int timeout_ms) {
     entry->handler->on_events(from_epoll(events[i].events));
   }
   graveyard_.clear();
-  dispatched = run_timers(monotonic_ns()) || dispatched;
+  dispatched = run_timers(now_ns_) || dispatched;
   last_busy_ = dispatched || hooks_pending || spin_pending;
   return {};
 }
 
-int EventLoop::poll_timeout_ms() {
+int EventLoop::poll_timeout_ms() { return poll_timeout_ms(monotonic_ns()); }
+
+int EventLoop::poll_timeout_ms(uint64_t now) {
   assert_loop_thread();
   if (last_busy_) return 0;
   {
     std::lock_guard<std::mutex> lock(post_mu_);
     if (!posted_.empty()) return 0;
   }
-  return next_timeout_ms(monotonic_ns());
+  return next_timeout_ms(now);
 }
 
 Status EventLoop::run() {

@@ -138,11 +138,21 @@ class EventLoop {
   // the last iteration left work (a hook reported work -- e.g. a busy-polling transport still
   // inside its spin window --, fd events or timers were dispatched, whose handlers may need
   // the before-sleep hooks to run again, or work was posted since); else the time to the next
-  // timer, -1 if there is none.  O(1) plus a mutex for the posted queue.
+  // timer, -1 if there is none.  O(1) plus a mutex for the posted queue.  The overload takes
+  // the time now (monotonic ns) from a caller that has just read it (e.g. now_ns() right
+  // after run_once(0)), saving a clock read.
   int poll_timeout_ms();
+  int poll_timeout_ms(uint64_t now);
   // Makes the calling thread the loop thread.  For an embedder that serialises every use of
   // the loop under its own lock and drives it from whichever thread holds that lock.
   void adopt_current_thread() { owner_.store(std::this_thread::get_id(), std::memory_order_relaxed); }
+  // The loop's clock (monotonic ns, base/clock.h) as read at the start of the current (or
+  // last) iteration and again when a wait that could block returned -- before that
+  // iteration's hooks, fd handlers and timers ran.  For handlers and hooks that need "about
+  // now" (last-received stamps, spin windows) without reading the clock once more: a clock
+  // read is a system call where the clock source has no vDSO path (the TCG testbed guest:
+  // ~5 us each).  Stale by the time the iteration has run so far.  Loop thread; O(1).
+  uint64_t now_ns() const { return now_ns_; }
   // Number of wakeups from a blocking wait (for counters and tests).
   uint64_t wakeups() const { return wakeups_; }
   uint64_t iterations() const { return iterations_; }
@@ -210,6 +220,7 @@ class EventLoop {
   uint64_t wakeups_ = 0;
   uint64_t iterations_ = 0;
   bool in_iteration_ = false;
+  uint64_t now_ns_ = 0;     // now_ns()
   bool last_busy_ = false;  // the last run_once left work for the next (poll_timeout_ms)
 };
 

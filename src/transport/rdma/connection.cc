@@ -693,7 +693,8 @@ Status RdmaConnection::handle_completion(const Completion& wc) {
   switch (wr_kind(wc.wr_id)) {
     case kWrRecv: {
       const uint32_t slot = wr_index(wc.wr_id);
-      last_rx_ns_ = monotonic_ns();
+      // The iteration's clock (a keepalive's resolution is ms); outside an iteration, a fresh read.
+      last_rx_ns_ = ctx_->loop().in_iteration() ? ctx_->loop().now_ns() : monotonic_ns();
       if (wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
         const uint32_t len = wc.imm();
         if (peer_shut_)

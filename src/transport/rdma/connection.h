@@ -315,7 +315,7 @@ class RdmaConnection final : public Connection,
 
   bool peer_keepalive_seen_ = false;
   uint64_t features_ = 0;
-  uint64_t last_rx_ns_ = 0;
+  uint64_t last_rx_ns_ = 0;  // the loop's now_ns() when a message last arrived (keepalive timeout)
   uint64_t ack_seen_completed_ = 0;  // acknowledgement watchdog: SignalTracker::completed() last seen
   uint64_t ack_progress_ns_ = 0;     // ... and when it last moved (or nothing was outstanding)
   reactor::TimerId keepalive_timer_ = 0;
