@@ -385,6 +385,10 @@ Status EventLoop::run_once(int timeout_ms) {
     entry->handler->on_events(from_epoll(events[i].events));
   }
   graveyard_.clear();
+  // The timers read the clock afresh, so that a zero-delay timer a handler set in this
+  // iteration runs at its end, as run_after promises; with no timer there is nothing to read
+  // it for.
+  if (!timer_heap_.empty()) now_ns_ = monotonic_ns();
   dispatched = run_timers(now_ns_) || dispatched;
   last_busy_ = dispatched || hooks_pending || spin_pending;
   return {};

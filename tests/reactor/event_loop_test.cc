@@ -162,6 +162,32 @@ TEST(EventLoop, TimersFireInOrderAndNeverEarly) {
   EXPECT_GE(fired_at - t0, 30 * kMs);
 }
 
+// kv's AOF commit and other end-of-iteration work rely on this: run_after(0) from a handler
+// runs in the same iteration, after the fd handlers, whether the iteration blocked or not.
+TEST(EventLoop, ZeroDelayTimerSetByAHandlerRunsAtTheEndOfTheSameIteration) {
+  auto loop = make_loop();
+  const int efd = eventfd(0, EFD_NONBLOCK);
+  ASSERT_GE(efd, 0);
+  CountingHandler h;
+  int fired = 0;
+  h.fn = [&](uint32_t) {
+    uint64_t v;
+    (void)!read(efd, &v, sizeof v);
+    loop->run_after(0, [&] { ++fired; });
+  };
+  ASSERT_TRUE(loop->add(efd, kReadable, &h).ok());
+  for (int timeout_ms : {0, 100}) {
+    const int before = fired;
+    const uint64_t one = 1;
+    ASSERT_EQ(write(efd, &one, sizeof one), 8);
+    ASSERT_TRUE(loop->run_once(timeout_ms).ok());
+    ASSERT_EQ(h.calls, timeout_ms == 0 ? 1 : 2) << "the eventfd was ready: one iteration dispatches it";
+    EXPECT_EQ(fired, before + 1) << "run_once(" << timeout_ms << ")";
+  }
+  ASSERT_TRUE(loop->remove(efd).ok());
+  close(efd);
+}
+
 TEST(EventLoop, CancelAndPeriodic) {
   auto loop = make_loop();
   bool cancelled_ran = false;

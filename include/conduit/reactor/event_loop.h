@@ -146,9 +146,9 @@ class EventLoop {
   // Makes the calling thread the loop thread.  For an embedder that serialises every use of
   // the loop under its own lock and drives it from whichever thread holds that lock.
   void adopt_current_thread() { owner_.store(std::this_thread::get_id(), std::memory_order_relaxed); }
-  // The loop's clock (monotonic ns, base/clock.h) as read at the start of the current (or
-  // last) iteration and again when a wait that could block returned -- before that
-  // iteration's hooks, fd handlers and timers ran.  For handlers and hooks that need "about
+  // The loop's clock (monotonic ns, base/clock.h) as last read by the current (or last)
+  // iteration: at its start, when a wait that could block returned, and before its timers
+  // ran (when it has any).  For handlers and hooks that need "about
   // now" (last-received stamps, spin windows) without reading the clock once more: a clock
   // read is a system call where the clock source has no vDSO path (the TCG testbed guest:
   // ~5 us each).  Stale by the time the iteration has run so far.  Loop thread; O(1).
