@@ -7,6 +7,7 @@
 // mid-transfer leak no pool blocks or registrations.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <deque>
 #include <random>
 #include <variant>
@@ -47,7 +48,13 @@ Plan make_plan(memory::BlockPool& pool, const std::vector<size_t>& sizes, size_t
     auto s = pool.allocate(n);
     EXPECT_TRUE(s.ok()) << s.status().to_string();
     if (!s.ok()) return;
-    for (size_t k = 0; k < n; ++k) s->writable_data()[k] = static_cast<uint8_t>(rng());
+    // Four random bytes per draw: a byte per draw kept the loop away for ~11 s per plan
+    // under ASan in the guest.
+    uint8_t* d = s->writable_data();
+    for (size_t k = 0; k < n; k += 4) {
+      const uint32_t r = rng();
+      std::memcpy(d + k, &r, std::min<size_t>(4, n - k));
+    }
     p.expect.insert(p.expect.end(), s->data(), s->data() + n);
     if (n >= large) p.large_bytes += n;
     Item it;

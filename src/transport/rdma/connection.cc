@@ -448,8 +448,12 @@ void RdmaConnection::arm_keepalive() {
   if (options_.keepalive_ms == 0 && options_.keepalive_timeout_ms == 0) return;
   ack_seen_completed_ = res_->tracker->completed();
   ack_progress_ns_ = monotonic_ns();
-  const uint64_t period = options_.keepalive_ms != 0 ? options_.keepalive_ms : options_.keepalive_timeout_ms / 2 + 1;
-  keepalive_timer_ = ctx_->loop().run_every(period * kMs, [this] { check_keepalive(); });
+  keepalive_check_ns_ = ack_progress_ns_;
+  keepalive_timer_ = ctx_->loop().run_every(keepalive_period_ms() * kMs, [this] { check_keepalive(); });
+}
+
+uint64_t RdmaConnection::keepalive_period_ms() const {
+  return options_.keepalive_ms != 0 ? options_.keepalive_ms : options_.keepalive_timeout_ms / 2 + 1;
 }
 
 void RdmaConnection::check_keepalive() {
@@ -460,6 +464,20 @@ void RdmaConnection::check_keepalive() {
   if (Status s = process_cq(); !s.ok()) return fail(s);
   if (!sending()) return;
   const uint64_t now = monotonic_ns();
+  // Time this loop did not run is not the peer's silence: a program that stalls its loop
+  // (a long handler, a debugger, SIGSTOP, a thread that drives the loop and did other work
+  // for seconds) heard nothing because it did not listen -- and a peer on the same loop sent
+  // nothing either.  A check that comes more than a period late moves both clocks on by the
+  // delay (never past now), so only the time the loop ran counts against the peer.
+  const uint64_t period_ns = keepalive_period_ms() * kMs;
+  if (now - keepalive_check_ns_ > 2 * period_ns) {
+    const uint64_t stalled = now - keepalive_check_ns_ - period_ns;
+    CONDUIT_LOG(kDebug) << "rdma: " << peer_ << ": the loop did not run for " << stalled / kMs
+                        << " ms; not counted as the peer's silence";
+    last_rx_ns_ = std::min(now, last_rx_ns_ + stalled);
+    ack_progress_ns_ = std::min(now, ack_progress_ns_ + stalled);
+  }
+  keepalive_check_ns_ = now;
   if (options_.keepalive_ms != 0) {
     // Acknowledgement watchdog: while work requests are outstanding, completions must keep
     // coming (the peer's NIC acknowledges them, whatever its application does).  A dead or

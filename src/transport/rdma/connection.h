@@ -238,6 +238,7 @@ class RdmaConnection final : public Connection,
   void deliver();
   void arm_keepalive();
   void check_keepalive();
+  uint64_t keepalive_period_ms() const;
   void cancel_timers();
   void release_resources();
 
@@ -318,6 +319,7 @@ class RdmaConnection final : public Connection,
   uint64_t last_rx_ns_ = 0;  // the loop's now_ns() when a message last arrived (keepalive timeout)
   uint64_t ack_seen_completed_ = 0;  // acknowledgement watchdog: SignalTracker::completed() last seen
   uint64_t ack_progress_ns_ = 0;     // ... and when it last moved (or nothing was outstanding)
+  uint64_t keepalive_check_ns_ = 0;  // when check_keepalive last ran (a late one means the loop stalled)
   reactor::TimerId keepalive_timer_ = 0;
   reactor::TimerId connect_timer_ = 0;
   // READ rendezvous state (connection_rendezvous.cc).  Writer: an offer holds its slice and
