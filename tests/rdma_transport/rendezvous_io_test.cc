@@ -228,6 +228,98 @@ TEST_F(RdmaRendezvous, WithoutTheBitEverythingGoesInBand) {
 // 50 connections on one loop, each closed (by either side) while offers are outstanding or
 // being READ: afterwards no pool block is in use beyond the baseline and no region was
 // registered beyond the first rounds' (registered_memory(loop), what INFO reports).
+// A writer that closes with offers its peer has not READ yet: close() lingers until their
+// ReadDone (the Closer reads the control messages), so the reader gets every byte and then
+// EOF -- as over TCP -- instead of an error naming lost offered bytes.  The reader is on a
+// loop of its own that does not run while the writer writes and closes, so nothing is READ
+// before the close.
+TEST_F(RdmaRendezvous, CloseWithOffersUnreadDeliversThemThenEof) {
+  for (const char* opts : {"?scope=shared", ""}) {
+    SCOPED_TRACE(std::string("options '") + opts + "'");
+    const bool shared = std::string(opts).find("shared") != std::string::npos;
+    auto la = reactor::EventLoop::create(), lb = reactor::EventLoop::create();
+    ASSERT_TRUE(la.ok() && lb.ok());
+    reactor::EventLoop& rl = **la;  // the reader's
+    reactor::EventLoop& wl = **lb;  // the writer's
+    auto both_until = [&](auto pred, int timeout_ms) {
+      const uint64_t deadline = monotonic_ns() + static_cast<uint64_t>(timeout_ms) * kMs;
+      while (!pred() && monotonic_ns() < deadline) {
+        if (!rl.run_once(0).ok() || !wl.run_once(1).ok()) return false;
+      }
+      return pred();
+    };
+    std::unique_ptr<Connection> server;
+    auto lst = listen(rl, "rdma://" + addr_ + ":0" + opts, [&](std::unique_ptr<Connection> c) { server = std::move(c); });
+    ASSERT_TRUE(lst.ok()) << lst.status().to_string();
+    Status cs = Status(Code::kInProgress, "");
+    auto c = connect(wl, (*lst)->url() + opts, [&](Connection&, Status st) { cs = st; });
+    ASSERT_TRUE(c.ok()) << c.status().to_string();
+    std::unique_ptr<Connection> client = std::move(*c);
+    ASSERT_TRUE(both_until([&] { return server && !cs.in_progress(); }, 20000));
+    ASSERT_TRUE(cs.ok()) << cs.to_string();
+    ASSERT_TRUE(both_until([&] {
+      return std::string(server->caps().extensions).find("rendezvous") != std::string::npos &&
+             std::string(client->caps().extensions).find("rendezvous") != std::string::npos;
+    }, 20000));
+    Connection& r = *server;
+    Plan plan = make_plan(*client->pool(), {2 << 20, 2 << 20}, shared ? 256 << 10 : 2 << 20, 7);
+    // Hand everything over, running only the writer's loop: the offers stay unread.
+    const uint64_t deadline = monotonic_ns() + 20000 * kMs;
+    while (!plan.items.empty() && monotonic_ns() < deadline) {
+      Item& it = plan.items.front();
+      Status st;
+      if (it.plain.empty()) {
+        st = client->write_owned(it.owned).status();
+        if (st.ok() && !it.owned.empty()) st = Status::WouldBlock();
+      } else {
+        auto n = client->write(std::span(it.plain.data() + it.sent, it.plain.size() - it.sent));
+        st = n.status();
+        if (st.ok()) it.sent += *n;
+        if (st.ok() && it.sent < it.plain.size()) st = Status::WouldBlock();
+      }
+      if (st.ok()) {
+        plan.items.pop_front();
+      } else {
+        ASSERT_TRUE(st.would_block()) << st.to_string();
+        ASSERT_TRUE(wl.run_once(10).ok());
+      }
+    }
+    ASSERT_TRUE(plan.items.empty()) << "the writes did not go out";
+    EXPECT_EQ(client->stats().rendezvous_offers, 2u);
+    client.reset();  // close() with both offers outstanding
+    for (int k = 0; k < 20; ++k) ASSERT_TRUE(wl.run_once(5).ok());  // a Closer that would not wait is done by now
+    EXPECT_EQ(r.stats().rendezvous_reads, 0u);
+    std::vector<uint8_t> got;
+    std::vector<uint8_t> buf(64 << 10);
+    bool eof = false;
+    Status error;
+    r.set_read_handler([&](Connection& conn) {
+      for (;;) {
+        auto n = conn.read(buf);
+        if (!n.ok()) {
+          if (!n.status().would_block()) error = n.status();
+          return;
+        }
+        if (*n == 0) {
+          eof = true;
+          return;
+        }
+        got.insert(got.end(), buf.begin(), buf.begin() + static_cast<std::ptrdiff_t>(*n));
+      }
+    });
+    both_until([&] { return eof || !error.ok(); }, 60000);
+    EXPECT_TRUE(error.ok()) << error.to_string();
+    EXPECT_TRUE(eof);
+    EXPECT_EQ(got.size(), plan.expect.size());
+    EXPECT_TRUE(got == plan.expect) << "bytes differ or are out of order";
+    EXPECT_EQ(r.stats().rendezvous_bytes_read, plan.large_bytes);
+    r.set_read_handler(nullptr);
+    server.reset();
+    lst->reset();
+    both_until([] { return false; }, 100);  // the Closer's last events
+  }
+}
+
 TEST_F(RdmaRendezvous, ConnectionsClosedMidTransferLeakNothing) {
   auto l = reactor::EventLoop::create();
   ASSERT_TRUE(l.ok());

@@ -1,7 +1,10 @@
 #include "closer.h"
 
+#include <algorithm>
+
 #include "arena.h"
 #include "conduit/base/log.h"
+#include "rdma/protocol.h"
 #include "ring/ring_cursor.h"
 #include "wr_ids.h"
 
@@ -22,7 +25,8 @@ void Closer::start(uint64_t linger_ms) {
   if (linger_ms != 0)
     timer_ = ctx_->loop().run_after(linger_ms * kMs, [this, linger_ms] {
       timer_ = 0;
-      finish("not acknowledged within linger_ms=" + std::to_string(linger_ms) + " ms; unsent data is lost");
+      finish("not acknowledged within linger_ms=" + std::to_string(linger_ms) + " ms; unsent data is lost" +
+             (offers_.empty() ? std::string() : " (" + std::to_string(offers_.size()) + " offers not read)"));
     });
   pump();
 }
@@ -55,11 +59,38 @@ bool Closer::poll() {
         finish(wc.as_status().to_string());
         return false;
       }
-      if (wr_kind(wc.wr_id) != kWrRecv) res_->tracker->on_signaled_completion();
+      if (wr_kind(wc.wr_id) != kWrRecv) {
+        res_->tracker->on_signaled_completion();
+      } else if (Status s = on_receive(wc); !s.ok()) {
+        finish(s.to_string());
+        return false;
+      }
     }
     more = *n == static_cast<int>(std::size(wcs_));
   }
   return !done_;
+}
+
+Status Closer::on_receive(const Completion& wc) {
+  const uint32_t slot = wr_index(wc.wr_id);
+  // Without offers to wait for nothing more is read, and receives are not re-posted.
+  if (slot >= recv_slots_ || offers_.empty()) return {};
+  if (wc.opcode == IBV_WC_RECV) {
+    const uint8_t* data = res_->ctrl.data() + static_cast<size_t>(slot) * kCtrlSize;
+    CONDUIT_ASSIGN_OR_RETURN(CtrlMsg m, CtrlMsg::decode(data, wc.byte_len));
+    if (m.opcode == static_cast<uint16_t>(Opcode::kReadDone)) {
+      auto it = std::find_if(offers_.begin(), offers_.end(), [&](const auto& o) { return o.first == m.tag; });
+      if (it == offers_.end() || it->second != m.bytes)
+        return Status(Code::kProtocolError, "rdma: ReadDone for tag " + std::to_string(m.tag) + " (" +
+                                                std::to_string(m.bytes) + " bytes) matches no offer outstanding");
+      offers_.erase(it);
+    }
+  }
+  // Everything else (keepalives, credits, bytes written to us) is dropped.  The receive goes
+  // back so that the peer's next message, a ReadDone perhaps, lands.
+  ibv_sge sge = sge_of(res_->ctrl, static_cast<size_t>(slot) * kCtrlSize, kCtrlSize);
+  RecvWr wr = RecvWr::make(&sge, 1, make_wr_id(kWrRecv, slot));
+  return res_->qp()->post_recv(wr);
 }
 
 void Closer::abandon() {
@@ -92,7 +123,7 @@ void Closer::pump() {
     if (Status s = qp.post_send(wr); !s.ok()) return finish(s.to_string());
     t.on_posted(true);
   }
-  if (tx_.posted == tx_.head && t.outstanding() == 0) finish("");
+  if (tx_.posted == tx_.head && t.outstanding() == 0 && offers_.empty()) finish("");
 }
 
 void Closer::finish(const std::string& why) {

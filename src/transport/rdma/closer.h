@@ -6,15 +6,20 @@
 // disconnects once it arrives: then every accepted byte is in the peer's memory and its
 // receive completion is in the peer's CQ ahead of the DISCONNECTED event.  A peer
 // disconnect, an error completion or linger_ms end it early; the loop's teardown ends it
-// at the latest.  Receives are not re-posted: nothing more is read.  (With an SRQ the
-// QP's receives are the pool's: its completions are re-posted there, not delivered, and
-// the resources detach the QP from the pool once the QP is destroyed.)
+// at the latest.  Rendezvous offers still outstanding are waited for too: the peer READs
+// them from the slices parked with the resources, and the Closer reads its control
+// messages (re-posting the receives) until each offer's ReadDone has come; the rest of
+// what arrives is dropped.  (With an SRQ the QP's receives are the pool's: its completions
+// are re-posted there, not delivered -- so there offers are not waited for -- and the
+// resources detach the QP from the pool once the QP is destroyed.)
 // Loop thread only; owned by the LoopContext.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "conduit/reactor/event_loop.h"
 #include "loop_context.h"
@@ -32,8 +37,16 @@ class Closer final : public reactor::FdHandler, public CmSink {
     uint64_t head = 0;
   };
 
-  Closer(LoopContext* ctx, std::unique_ptr<QpResources> res, Tx tx, std::string peer)
-      : ctx_(ctx), res_(std::move(res)), tx_(tx), peer_(std::move(peer)) {}
+  // `offers`: (tag, length) of the rendezvous offers without a ReadDone yet; `recv_slots`:
+  // the control receive slots of a QP without an SRQ (re-posted as they complete).
+  Closer(LoopContext* ctx, std::unique_ptr<QpResources> res, Tx tx, std::string peer,
+         std::vector<std::pair<uint32_t, uint32_t>> offers = {}, uint32_t recv_slots = 0)
+      : ctx_(ctx),
+        res_(std::move(res)),
+        tx_(tx),
+        peer_(std::move(peer)),
+        offers_(std::move(offers)),
+        recv_slots_(recv_slots) {}
   ~Closer() override = default;
 
   // Takes over the completion channel and the CM events (ends at once if that fails).
@@ -46,6 +59,7 @@ class Closer final : public reactor::FdHandler, public CmSink {
 
  private:
   bool poll();  // takes every completion there is; false if that finished the close
+  Status on_receive(const verbs::Completion& wc);  // a ReadDone ends an offer's wait
   void pump();
   void finish(const std::string& why);
 
@@ -53,6 +67,8 @@ class Closer final : public reactor::FdHandler, public CmSink {
   std::unique_ptr<QpResources> res_;
   Tx tx_;
   std::string peer_;
+  std::vector<std::pair<uint32_t, uint32_t>> offers_;  // (tag, length) still to be read
+  uint32_t recv_slots_;
   bool watched_ = false;
   bool done_ = false;
   reactor::TimerId timer_ = 0;

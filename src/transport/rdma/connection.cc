@@ -282,15 +282,20 @@ void RdmaConnection::on_srq_completion(const Completion& wc) {
 
 bool RdmaConnection::linger() {
   if (!res_ || !res_->tracker || !sending() || res_->disconnected) return false;
-  if (!tx_unposted() && res_->tracker->outstanding() == 0) return false;  // nothing on the wire
+  // Offers the peer has not read yet are waited for (their ReadDone) where this QP's
+  // receives are its own; with an SRQ they are the pool's and the Closer reads none.
+  std::vector<std::pair<uint32_t, uint32_t>> offers;
+  if (rv_slots_ && !res_->srq) offers = rv_slots_->offers();
+  if (!tx_unposted() && res_->tracker->outstanding() == 0 && offers.empty()) return false;  // nothing on the wire
   cancel_timers();
   if (channel_watched_) (void)ctx_->loop().remove(res_->channel->fd());
   channel_watched_ = false;
   if (res_->srq_attached) res_->srq->orphan(res_->qpn);  // receives stay the pool's; the Closer reads none
+  const uint32_t ctrl_recv_slots_at_close = ctrl_recv_slots();
   stage_owned();
-  rv_park();  // offers outstanding are not waited for (PROTOCOL.md "Status")
+  rv_park();  // the offered slices stay with the resources until the QP is gone
   Closer::Tx tx{tx_addr_, tx_rkey_, tx_.geometry().capacity(), tx_posted_, tx_.head()};
-  auto closer = std::make_unique<Closer>(ctx_, std::move(res_), tx, peer_);
+  auto closer = std::make_unique<Closer>(ctx_, std::move(res_), tx, peer_, std::move(offers), ctrl_recv_slots_at_close);
   Closer* raw = closer.get();
   ctx_->adopt(std::move(closer));
   raw->start(options_.linger_ms);

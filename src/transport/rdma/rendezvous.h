@@ -65,6 +65,14 @@ class OfferSlots {
     return h;
   }
 
+  // (tag, length) of each offer outstanding, in tag order: what a Closer still waits for.
+  std::vector<std::pair<uint32_t, uint32_t>> offers() const {
+    std::vector<std::pair<uint32_t, uint32_t>> out;
+    for (uint32_t t = 0; t < slots_.size(); ++t)
+      if (slots_[t]) out.emplace_back(t, slots_[t]->first);
+    return out;
+  }
+
   // The connection ended: everything still outstanding, in tag order. Release it only once
   // the QP is in error and flushed (until then the peer may still read it).
   std::vector<Held> drain() {
