@@ -243,6 +243,7 @@ Result<detail::Storage*> BlockPool::take_shared(size_t cls, std::vector<Storage*
   ClassState& c = *classes_[cls];
   if (c.free.empty()) {
     const size_t bytes = round_up(std::max(options_.region_bytes, c.block_size), options_.region_bytes);
+    (void)reclaim_for(bytes, static_cast<int>(cls));
     auto reg = map_region(cls, bytes);
     if (!reg.ok()) {
       if (reg.status().would_block()) would_block_.fetch_add(1, std::memory_order_relaxed);
@@ -280,7 +281,13 @@ Result<Slice> BlockPool::allocate(size_t size) {
     cache_hits_.fetch_add(1, std::memory_order_relaxed);
   } else {
     cache_misses_.fetch_add(1, std::memory_order_relaxed);
-    CONDUIT_ASSIGN_OR_RETURN(s, take_shared(static_cast<size_t>(cls), &tc->lists[cls], tc->limits[cls] / 2));
+    auto got = take_shared(static_cast<size_t>(cls), &tc->lists[cls], tc->limits[cls] / 2);
+    if (got.status().would_block()) {
+      // At the cap: this thread's cached blocks of other classes may free a whole region.
+      flush_thread_cache();
+      got = take_shared(static_cast<size_t>(cls), &tc->lists[cls], tc->limits[cls] / 2);
+    }
+    CONDUIT_ASSIGN_OR_RETURN(s, std::move(got));
   }
   s->refs.store(1, std::memory_order_relaxed);
   note_in_use(s->capacity);
@@ -312,6 +319,7 @@ Result<Slice> BlockPool::allocate_large(size_t size) {
   Region* reg = nullptr;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    (void)reclaim_for(round_up(size, kHuge), -1);
     auto r = map_region(classes_.size(), round_up(size, kHuge));
     if (!r.ok()) {
       if (r.status().would_block()) would_block_.fetch_add(1, std::memory_order_relaxed);
@@ -381,20 +389,74 @@ bool BlockPool::cache_block(Storage* s, size_t cls) {
   return false;
 }
 
+bool BlockPool::region_free(const Region& r) const {
+  if (r.cls < 0 || static_cast<size_t>(r.cls) >= classes_.size()) return false;
+  const Storage* lo = r.blocks.get();
+  const Storage* hi = lo + r.nblocks;
+  size_t n = 0;
+  for (const Storage* s : classes_[static_cast<size_t>(r.cls)]->free) n += s >= lo && s < hi;
+  return n == r.nblocks;
+}
+
+bool BlockPool::reclaim_for(size_t bytes, int keep_cls) {
+  // Linear in the free lists: only at the cap, where the alternative is to refuse.
+  for (size_t i = 0; i < regions_.size() && bytes_mapped_ + bytes > options_.cap_bytes;) {
+    Region& r = *regions_[i];
+    if (r.cls == keep_cls || !region_free(r)) {
+      ++i;
+      continue;
+    }
+    ClassState& c = *classes_[static_cast<size_t>(r.cls)];
+    const Storage* lo = r.blocks.get();
+    const Storage* hi = lo + r.nblocks;
+    std::erase_if(c.free, [&](const Storage* s) { return s >= lo && s < hi; });
+    --c.regions;
+    c.blocks -= r.nblocks;
+    unmap_region(r);
+    regions_.erase(regions_.begin() + static_cast<std::ptrdiff_t>(i));
+    ++reclaimed_;
+  }
+  return bytes_mapped_ + bytes <= options_.cap_bytes;
+}
+
+void BlockPool::flush_thread_cache() {
+  ThreadCache::PerPool* tc = cache_of(*this);
+  if (tc == nullptr) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (size_t c = 0; c < classes_.size(); ++c) {
+    std::vector<Storage*>& list = tc->lists[c];
+    classes_[c]->free.insert(classes_[c]->free.end(), list.begin(), list.end());
+    list.clear();
+  }
+}
+
 void BlockPool::return_shared(Storage* s) {
   std::lock_guard<std::mutex> lock(mu_);
   classes_[s->cls]->free.push_back(s);
 }
 
-void BlockPool::wait(MemoryWaiter* w) {
+void BlockPool::wait(MemoryWaiter* w, size_t size) {
   bool now = false;
+  if (size != 0) flush_thread_cache();  // this thread's cached blocks may complete a free region
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (std::find(waiters_.begin(), waiters_.end(), w) == waiters_.end()) waiters_.push_back(w);
     pressure_.store(true, std::memory_order_release);
-    // Memory may have come back between the failed allocation and this call.
-    now = bytes_mapped_ + options_.region_bytes <= options_.cap_bytes;
-    for (auto& c : classes_) now = now || !c->free.empty();
+    // Memory may have come back between the failed allocation and this call.  Only what
+    // can serve `size` counts: free blocks of another class do not (telling the waiter
+    // then would have it retry, fail and wait again, round and round).
+    const int cls = size == 0 ? -2 : class_of(size);
+    const size_t need = cls >= 0 ? round_up(std::max(options_.region_bytes, classes_[static_cast<size_t>(cls)]->block_size),
+                                            options_.region_bytes)
+                                 : round_up(std::max<size_t>(size, 1), kHuge);
+    now = bytes_mapped_ + (size == 0 ? options_.region_bytes : need) <= options_.cap_bytes;
+    if (size == 0) {
+      for (auto& c : classes_) now = now || !c->free.empty();
+    } else {
+      if (cls >= 0) now = now || !classes_[static_cast<size_t>(cls)]->free.empty();
+      for (size_t i = 0; i < regions_.size() && !now; ++i)
+        now = regions_[i]->cls != cls && region_free(*regions_[i]);
+    }
   }
   if (now) notify_waiters();
 }
@@ -430,6 +492,7 @@ PoolStats BlockPool::stats() const {
   st.cache_hits = cache_hits_.load(std::memory_order_relaxed);
   st.cache_misses = cache_misses_.load(std::memory_order_relaxed);
   st.would_block = would_block_.load(std::memory_order_relaxed);
+  st.regions_reclaimed = reclaimed_;
   size_t in_use_total = in_use_blocks_.load(std::memory_order_relaxed);
   (void)in_use_total;
   for (const auto& c : classes_) {

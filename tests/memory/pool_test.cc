@@ -132,6 +132,52 @@ TEST(BlockPool, TheCapIsBackpressureAndWaitersAreToldWhenBlocksReturn) {
   EXPECT_GE(pool->stats().would_block, 2u);
 }
 
+// At the cap, memory freed in one class serves another: a region whose blocks are all free
+// is unmapped (and deregistered) to make room; a partly free one is not.  A waiter for a
+// size is told at once only when that size can be served -- free blocks of another class in
+// a partly used region do not count (telling then would have it retry and fail in a loop:
+// the rdma rendezvous reader spun that way, a 2 MiB READ behind freed 1 MiB blocks).
+TEST(BlockPool, AtTheCapFreeRegionsOfOneClassServeAnother) {
+  PoolOptions o;
+  o.cap_bytes = 4 << 20;  // two regions
+  auto pool = make_pool(o);
+  auto reg = std::make_shared<RecordingRegistrar>();
+  ASSERT_TRUE(pool->add_registrar(reg).ok());
+  std::vector<Slice> held;
+  for (int i = 0; i < 4; ++i) {
+    auto s = pool->allocate(1 << 20);
+    ASSERT_TRUE(s.ok()) << s.status().to_string();
+    held.push_back(std::move(*s));
+  }
+  ASSERT_TRUE(pool->allocate(2 << 20).status().would_block());
+  // One 1 MiB block back: its region is still half used, so 2 MiB cannot be served.
+  held.pop_back();
+  CountingWaiter w;
+  pool->wait(&w, 2 << 20);
+  EXPECT_EQ(w.told, 0) << "told although a 2 MiB block cannot be had";
+  EXPECT_TRUE(pool->allocate(2 << 20).status().would_block());
+  pool->cancel_wait(&w);
+  // Its region's other block back too (wherever the blocks went: the thread cache or the
+  // shared lists): now the region is free and is reclaimed for the 2 MiB class.
+  held.pop_back();
+  CountingWaiter w2;
+  pool->wait(&w2, 2 << 20);
+  EXPECT_EQ(w2.told, 1) << "not told although a whole region is free";
+  const uint64_t registrations = reg->registrations();
+  auto big = pool->allocate(2 << 20);
+  ASSERT_TRUE(big.ok()) << big.status().to_string();
+  EXPECT_EQ(pool->stats().regions_reclaimed, 1u);
+  EXPECT_EQ(reg->registrations(), registrations + 1) << "the new region was not registered";
+  EXPECT_EQ(reg->live(), 2u) << "the reclaimed region was not deregistered";
+  EXPECT_LE(pool->stats().bytes_mapped, o.cap_bytes);
+  // The 1 MiB blocks still held are untouched.
+  for (Slice& s : held) {
+    std::memset(s.writable_data(), 0x5a, s.size());
+    EXPECT_EQ(s.data()[s.size() - 1], 0x5a);
+  }
+  EXPECT_TRUE(pool->allocate(1 << 20).status().would_block()) << "the cap must hold";
+}
+
 TEST(BlockPool, LargeBlocksGetTheirOwnRegionAndAreDeregisteredOnRelease) {
   auto pool = make_pool();
   auto reg = std::make_shared<RecordingRegistrar>();

@@ -228,74 +228,77 @@ TEST_F(RdmaRendezvous, WithoutTheBitEverythingGoesInBand) {
 // 50 connections on one loop, each closed (by either side) while offers are outstanding or
 // being READ: afterwards no pool block is in use beyond the baseline and no region was
 // registered beyond the first rounds' (registered_memory(loop), what INFO reports).
-// A writer that closes with offers its peer has not READ yet: close() lingers until their
-// ReadDone (the Closer reads the control messages), so the reader gets every byte and then
-// EOF -- as over TCP -- instead of an error naming lost offered bytes.  The reader is on a
-// loop of its own that does not run while the writer writes and closes, so nothing is READ
-// before the close.
-TEST_F(RdmaRendezvous, CloseWithOffersUnreadDeliversThemThenEof) {
-  for (const char* opts : {"?scope=shared", ""}) {
-    SCOPED_TRACE(std::string("options '") + opts + "'");
-    const bool shared = std::string(opts).find("shared") != std::string::npos;
-    auto la = reactor::EventLoop::create(), lb = reactor::EventLoop::create();
-    ASSERT_TRUE(la.ok() && lb.ok());
-    reactor::EventLoop& rl = **la;  // the reader's
-    reactor::EventLoop& wl = **lb;  // the writer's
-    auto both_until = [&](auto pred, int timeout_ms) {
-      const uint64_t deadline = monotonic_ns() + static_cast<uint64_t>(timeout_ms) * kMs;
-      while (!pred() && monotonic_ns() < deadline) {
-        if (!rl.run_once(0).ok() || !wl.run_once(1).ok()) return false;
-      }
-      return pred();
-    };
-    std::unique_ptr<Connection> server;
-    auto lst = listen(rl, "rdma://" + addr_ + ":0" + opts, [&](std::unique_ptr<Connection> c) { server = std::move(c); });
-    ASSERT_TRUE(lst.ok()) << lst.status().to_string();
+// A reader (server) and a writer (client), each on a loop of its own, both driven from the
+// test's thread by until(): a test can run the writer's loop alone, so that nothing is READ.
+struct TwoLoops {
+  std::unique_ptr<reactor::EventLoop> rl, wl;  // the reader's, the writer's
+  std::unique_ptr<Listener> listener;
+  std::unique_ptr<Connection> server, client;
+
+  template <typename Pred>
+  bool until(Pred pred, int timeout_ms) {
+    const uint64_t deadline = monotonic_ns() + static_cast<uint64_t>(timeout_ms) * kMs;
+    while (!pred() && monotonic_ns() < deadline)
+      if (!rl->run_once(0).ok() || !wl->run_once(1).ok()) return false;
+    return pred();
+  }
+
+  // Connected, with the rendezvous extension on at both ends.
+  static Result<std::unique_ptr<TwoLoops>> make(const std::string& addr, const std::string& server_opts,
+                                                const std::string& client_opts) {
+    auto t = std::make_unique<TwoLoops>();
+    CONDUIT_ASSIGN_OR_RETURN(t->rl, reactor::EventLoop::create());
+    CONDUIT_ASSIGN_OR_RETURN(t->wl, reactor::EventLoop::create());
+    TwoLoops* raw = t.get();
+    CONDUIT_ASSIGN_OR_RETURN(t->listener, listen(*t->rl, "rdma://" + addr + ":0" + server_opts,
+                                                 [raw](std::unique_ptr<Connection> c) { raw->server = std::move(c); }));
     Status cs = Status(Code::kInProgress, "");
-    auto c = connect(wl, (*lst)->url() + opts, [&](Connection&, Status st) { cs = st; });
-    ASSERT_TRUE(c.ok()) << c.status().to_string();
-    std::unique_ptr<Connection> client = std::move(*c);
-    ASSERT_TRUE(both_until([&] { return server && !cs.in_progress(); }, 20000));
-    ASSERT_TRUE(cs.ok()) << cs.to_string();
-    ASSERT_TRUE(both_until([&] {
-      return std::string(server->caps().extensions).find("rendezvous") != std::string::npos &&
-             std::string(client->caps().extensions).find("rendezvous") != std::string::npos;
-    }, 20000));
-    Connection& r = *server;
-    Plan plan = make_plan(*client->pool(), {2 << 20, 2 << 20}, shared ? 256 << 10 : 2 << 20, 7);
-    // Hand everything over, running only the writer's loop: the offers stay unread.
-    const uint64_t deadline = monotonic_ns() + 20000 * kMs;
-    while (!plan.items.empty() && monotonic_ns() < deadline) {
-      Item& it = plan.items.front();
-      Status st;
-      if (it.plain.empty()) {
-        st = client->write_owned(it.owned).status();
-        if (st.ok() && !it.owned.empty()) st = Status::WouldBlock();
-      } else {
-        auto n = client->write(std::span(it.plain.data() + it.sent, it.plain.size() - it.sent));
-        st = n.status();
-        if (st.ok()) it.sent += *n;
-        if (st.ok() && it.sent < it.plain.size()) st = Status::WouldBlock();
-      }
-      if (st.ok()) {
-        plan.items.pop_front();
-      } else {
-        ASSERT_TRUE(st.would_block()) << st.to_string();
-        ASSERT_TRUE(wl.run_once(10).ok());
-      }
+    CONDUIT_ASSIGN_OR_RETURN(t->client, connect(*t->wl, t->listener->url() + client_opts,
+                                                [&cs](Connection&, Status st) { cs = st; }));
+    if (!t->until([&] { return raw->server && !cs.in_progress(); }, 20000))
+      return Status(Code::kTimedOut, "rdma pair setup timed out");
+    CONDUIT_RETURN_IF_ERROR(cs);
+    auto has_rv = [](Connection& c) { return std::string(c.caps().extensions).find("rendezvous") != std::string::npos; };
+    if (!t->until([&] { return has_rv(*raw->server) && has_rv(*raw->client); }, 20000))
+      return Status(Code::kTimedOut, "rendezvous not negotiated");
+    return t;
+  }
+};
+
+// Writes `plan` from `w`, running only `loop` (the writer's) while a write would-block.
+void write_all(reactor::EventLoop& loop, Connection& w, Plan& plan) {
+  const uint64_t deadline = monotonic_ns() + 20000 * kMs;
+  while (!plan.items.empty() && monotonic_ns() < deadline) {
+    Item& it = plan.items.front();
+    Status st;
+    if (it.plain.empty()) {
+      st = w.write_owned(it.owned).status();
+      if (st.ok() && !it.owned.empty()) st = Status::WouldBlock();
+    } else {
+      auto n = w.write(std::span(it.plain.data() + it.sent, it.plain.size() - it.sent));
+      st = n.status();
+      if (st.ok()) it.sent += *n;
+      if (st.ok() && it.sent < it.plain.size()) st = Status::WouldBlock();
     }
-    ASSERT_TRUE(plan.items.empty()) << "the writes did not go out";
-    EXPECT_EQ(client->stats().rendezvous_offers, 2u);
-    client.reset();  // close() with both offers outstanding
-    for (int k = 0; k < 20; ++k) ASSERT_TRUE(wl.run_once(5).ok());  // a Closer that would not wait is done by now
-    EXPECT_EQ(r.stats().rendezvous_reads, 0u);
-    std::vector<uint8_t> got;
-    std::vector<uint8_t> buf(64 << 10);
-    bool eof = false;
-    Status error;
-    r.set_read_handler([&](Connection& conn) {
+    if (st.ok()) {
+      plan.items.pop_front();
+    } else {
+      ASSERT_TRUE(st.would_block()) << st.to_string();
+      ASSERT_TRUE(loop.run_once(10).ok());
+    }
+  }
+  ASSERT_TRUE(plan.items.empty()) << "the writes did not go out";
+}
+
+// What `r` reads (read()), until EOF or an error.
+struct Sink {
+  std::vector<uint8_t> got;
+  bool eof = false;
+  Status error;
+  void attach(Connection& r) {
+    r.set_read_handler([this, buf = std::vector<uint8_t>(64 << 10)](Connection& c) mutable {
       for (;;) {
-        auto n = conn.read(buf);
+        auto n = c.read(buf);
         if (!n.ok()) {
           if (!n.status().would_block()) error = n.status();
           return;
@@ -307,17 +310,83 @@ TEST_F(RdmaRendezvous, CloseWithOffersUnreadDeliversThemThenEof) {
         got.insert(got.end(), buf.begin(), buf.begin() + static_cast<std::ptrdiff_t>(*n));
       }
     });
-    both_until([&] { return eof || !error.ok(); }, 60000);
-    EXPECT_TRUE(error.ok()) << error.to_string();
-    EXPECT_TRUE(eof);
-    EXPECT_EQ(got.size(), plan.expect.size());
-    EXPECT_TRUE(got == plan.expect) << "bytes differ or are out of order";
+  }
+};
+
+// A writer that closes with offers its peer has not READ yet: close() lingers until their
+// ReadDone (the Closer reads the control messages), so the reader gets every byte and then
+// EOF -- as over TCP -- instead of an error naming lost offered bytes.  Only the writer's
+// loop runs while it writes and closes, so nothing is READ before the close.
+TEST_F(RdmaRendezvous, CloseWithOffersUnreadDeliversThemThenEof) {
+  for (const char* opts : {"?scope=shared", ""}) {
+    SCOPED_TRACE(std::string("options '") + opts + "'");
+    const bool shared = std::string(opts).find("shared") != std::string::npos;
+    auto made = TwoLoops::make(addr_, opts, opts);
+    ASSERT_TRUE(made.ok()) << made.status().to_string();
+    TwoLoops& t = **made;
+    Connection& r = *t.server;
+    Plan plan = make_plan(*t.client->pool(), {2 << 20, 2 << 20}, shared ? 256 << 10 : 2 << 20, 7);
+    write_all(*t.wl, *t.client, plan);
+    EXPECT_EQ(t.client->stats().rendezvous_offers, 2u);
+    t.client.reset();  // close() with both offers outstanding
+    for (int k = 0; k < 20; ++k) ASSERT_TRUE(t.wl->run_once(5).ok());  // a Closer that would not wait is done by now
+    EXPECT_EQ(r.stats().rendezvous_reads, 0u);
+    Sink sink;
+    sink.attach(r);
+    t.until([&] { return sink.eof || !sink.error.ok(); }, 60000);
+    EXPECT_TRUE(sink.error.ok()) << sink.error.to_string();
+    EXPECT_TRUE(sink.eof);
+    EXPECT_EQ(sink.got.size(), plan.expect.size());
+    EXPECT_TRUE(sink.got == plan.expect) << "bytes differ or are out of order";
     EXPECT_EQ(r.stats().rendezvous_bytes_read, plan.large_bytes);
     r.set_read_handler(nullptr);
-    server.reset();
-    lst->reset();
-    both_until([] { return false; }, 100);  // the Closer's last events
+    t.server.reset();
+    t.until([] { return false; }, 100);  // the Closer's last events
   }
+}
+
+// A reader whose pool is at its cap (arena_mb) when an offer comes: the READ waits, in
+// order, with the stream behind it -- no error, no fallback to memory the NIC cannot reach
+// -- and resumes when blocks come back.
+TEST_F(RdmaRendezvous, AReaderAtItsPoolCapWaitsForBlocksThenResumes) {
+  auto made = TwoLoops::make(addr_, "?scope=shared&arena_mb=16", "?scope=shared");
+  ASSERT_TRUE(made.ok()) << made.status().to_string();
+  TwoLoops& t = **made;
+  Connection& r = *t.server;
+  memory::BlockPool* pool = r.pool();
+  ASSERT_NE(pool, nullptr);
+  ASSERT_EQ(pool->options().cap_bytes, size_t{16} << 20);
+  // Fill the reader's pool to its cap.
+  std::vector<memory::Slice> held;
+  for (int i = 0; i < 64; ++i) {
+    auto s = pool->allocate(1 << 20);
+    if (s.status().would_block()) break;
+    ASSERT_TRUE(s.ok()) << s.status().to_string();
+    held.push_back(std::move(*s));
+  }
+  ASSERT_FALSE(held.empty());
+  ASSERT_TRUE(pool->allocate(1 << 20).status().would_block()) << "the pool did not reach its cap";
+  const uint64_t refused = pool->stats().would_block;
+  Plan plan = make_plan(*t.client->pool(), {2 << 20, 300 << 10}, 256 << 10, 11);
+  write_all(*t.wl, *t.client, plan);
+  EXPECT_EQ(t.client->stats().rendezvous_offers, 2u);
+  Sink sink;
+  sink.attach(r);
+  // Both loops run: the first offer cannot be READ, so nothing behind it is delivered.
+  t.until([] { return false; }, 1000);
+  EXPECT_TRUE(sink.error.ok()) << sink.error.to_string();
+  EXPECT_EQ(sink.got.size(), 0u) << "bytes behind an unread offer were delivered";
+  EXPECT_EQ(r.stats().rendezvous_reads, 0u);
+  EXPECT_GT(pool->stats().would_block, refused) << "the READ's destination was not refused at the cap";
+  EXPECT_EQ(r.state(), ConnState::kConnected) << r.error().to_string();
+  EXPECT_EQ(t.client->state(), ConnState::kConnected) << t.client->error().to_string();
+  held.clear();  // the blocks come back: the waiter is told
+  ASSERT_TRUE(t.until([&] { return sink.got.size() >= plan.expect.size() || !sink.error.ok(); }, 60000))
+      << "the READ did not resume when blocks came back";
+  EXPECT_TRUE(sink.error.ok()) << sink.error.to_string();
+  EXPECT_TRUE(sink.got == plan.expect) << "bytes differ or are out of order";
+  EXPECT_EQ(r.stats().rendezvous_bytes_read, plan.large_bytes);
+  r.set_read_handler(nullptr);
 }
 
 TEST_F(RdmaRendezvous, ConnectionsClosedMidTransferLeakNothing) {

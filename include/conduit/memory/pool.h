@@ -9,7 +9,9 @@
 // own, registered when allocated and deregistered when freed (register-per-operation,
 // for the rare giant buffer).  A cap bounds the bytes mapped: allocating beyond it reports
 // kWouldBlock -- never a hang, never a silent fallback to memory a device cannot reach --
-// and wait() tells a MemoryWaiter when blocks come back.
+// and wait() tells a MemoryWaiter when blocks come back.  At the cap, a region of another
+// class whose blocks are all free is unmapped to make room (memory freed in one class
+// serves another); free blocks in other threads' caches are not reclaimed.
 //
 // Threading: allocate(), a slice's release, stats(), wait() and cancel_wait() are
 // thread-safe.  Each thread keeps a small cache of free blocks per class, so the common
@@ -65,6 +67,7 @@ struct PoolStats {
   uint64_t cache_hits = 0;      // allocations served by a thread cache
   uint64_t cache_misses = 0;    // ... that took the shared lists
   uint64_t would_block = 0;     // allocations refused at the cap
+  uint64_t regions_reclaimed = 0;  // free regions unmapped at the cap to serve another class
   std::vector<ClassStats> classes;
   std::vector<std::string> registrars;
 };
@@ -98,7 +101,9 @@ class BlockPool : public std::enable_shared_from_this<BlockPool> {
   // A chain of `size` bytes in blocks of at most `max_block` bytes each.
   Result<Chain> allocate_chain(size_t size, size_t max_block = 64 * 1024);
 
-  void wait(MemoryWaiter* w);
+  // Tells `w` (once) when memory comes back; at once if an allocate(`size`) may succeed
+  // already (size 0: if any block of any class is free).
+  void wait(MemoryWaiter* w, size_t size = 0);
   void cancel_wait(MemoryWaiter* w);
 
   PoolStats stats() const;
@@ -118,6 +123,11 @@ class BlockPool : public std::enable_shared_from_this<BlockPool> {
   // under one lock.
   Result<detail::Storage*> take_shared(size_t cls, std::vector<detail::Storage*>* refill, size_t refill_max);
   Result<Region*> map_region(size_t cls, size_t bytes);  // mu_ held
+  // At the cap: unmaps regions of other classes whose blocks are all free in the shared
+  // lists until `bytes` fit; true if they do.  mu_ held.
+  bool reclaim_for(size_t bytes, int keep_cls);
+  bool region_free(const Region& r) const;  // mu_ held
+  void flush_thread_cache();                // this thread's free blocks into the shared lists
   Status register_region(Region& r);                     // mu_ held
   void unmap_region(Region& r);                          // mu_ held
   Result<Slice> allocate_large(size_t size);
@@ -140,6 +150,7 @@ class BlockPool : public std::enable_shared_from_this<BlockPool> {
   std::atomic<size_t> in_use_blocks_{0};
   std::atomic<size_t> bytes_in_use_{0};
   std::atomic<uint64_t> cache_hits_{0}, cache_misses_{0}, would_block_{0};
+  uint64_t reclaimed_ = 0;  // mu_
   uint64_t registrations_ = 0, register_ns_ = 0;
   // Set when the last shared_ptr went while blocks were out: the last release deletes the
   // pool.  (Checked with one load when the count of blocks out reaches zero.)

@@ -65,12 +65,13 @@ memory::PoolOptions rx_options(const char* name) {
 }
 }  // namespace
 
-Result<std::unique_ptr<Arena>> Arena::create(std::shared_ptr<ProtectionDomain> pd) {
+Result<std::unique_ptr<Arena>> Arena::create(std::shared_ptr<ProtectionDomain> pd, size_t cap_bytes) {
   auto a = std::make_unique<Arena>();
   a->pd = pd;
   a->has_mw = (pd->context()->attr().device_cap_flags & IBV_DEVICE_MEM_WINDOW_TYPE_2B) != 0;
   memory::PoolOptions o;
   o.name = "arena";
+  o.cap_bytes = cap_bytes;
   CONDUIT_ASSIGN_OR_RETURN(a->pool, make_pool(pd, o, a->has_mw ? Access::kLocalWrite | Access::kMwBind : Access::kLocalWrite,
                                               &a->pool_registrar));
   if (a->has_mw) {

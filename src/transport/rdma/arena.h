@@ -61,7 +61,8 @@ class VerbsRegistrar final : public memory::Registrar {
 };
 
 struct Arena {
-  static Result<std::unique_ptr<Arena>> create(std::shared_ptr<verbs::ProtectionDomain> pd);
+  // `cap_bytes`: the pool's cap (RdmaOptions::arena_mb).
+  static Result<std::unique_ptr<Arena>> create(std::shared_ptr<verbs::ProtectionDomain> pd, size_t cap_bytes);
   ~Arena();
 
   std::shared_ptr<verbs::ProtectionDomain> pd;

@@ -183,7 +183,7 @@ Status RdmaConnection::setup_resources() {
       return Status(Code::kUnavailable, "rdma: route uses device " + std::string(dev ? dev->name() : "?") +
                                             ", not the requested " + options_.device);
   }
-  CONDUIT_ASSIGN_OR_RETURN(r.pd, ctx_->pd_for(*r.id));
+  CONDUIT_ASSIGN_OR_RETURN(r.pd, ctx_->pd_for(*r.id, static_cast<size_t>(options_.arena_mb) << 20));
   if (options_.srq) {
     CONDUIT_ASSIGN_OR_RETURN(r.srq, ctx_->srq_for(r.pd, static_cast<uint32_t>(options_.srq_depth)));
   }

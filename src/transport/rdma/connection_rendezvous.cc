@@ -209,7 +209,7 @@ Status RdmaConnection::rv_service() {
         rv_waiter_->conn = this;
         rv_waiter_->loop = &ctx_->loop();
         rv_waiter_->self = rv_waiter_;
-        arena_->pool->wait(rv_waiter_.get());
+        arena_->pool->wait(rv_waiter_.get(), len);
         break;
       }
       if (!got.ok()) return got.status().annotate("rdma: rendezvous destination block");

@@ -87,13 +87,13 @@ void LoopContext::on_loop_teardown() {
   loop_gone_ = true;
 }
 
-Result<std::shared_ptr<ProtectionDomain>> LoopContext::pd_for(CmId& id) {
+Result<std::shared_ptr<ProtectionDomain>> LoopContext::pd_for(CmId& id, size_t arena_cap_bytes) {
   std::shared_ptr<Context> dev = id.context();
   if (!dev) return Status(Code::kInternal, "rdma: cm id has no device");
   auto it = pds_.find(dev->native_handle());
   if (it != pds_.end()) return it->second;
   CONDUIT_ASSIGN_OR_RETURN(auto pd, ProtectionDomain::create(dev));
-  CONDUIT_ASSIGN_OR_RETURN(auto arena, Arena::create(pd));
+  CONDUIT_ASSIGN_OR_RETURN(auto arena, Arena::create(pd, arena_cap_bytes));
   arenas_.emplace(pd.get(), std::move(arena));
   pds_.emplace(dev->native_handle(), pd);
   return pd;

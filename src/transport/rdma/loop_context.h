@@ -49,7 +49,9 @@ class LoopContext final : public reactor::FdHandler {
 
   reactor::EventLoop& loop() { return loop_; }
   const std::shared_ptr<verbs::EventChannel>& channel() const { return channel_; }
-  Result<std::shared_ptr<verbs::ProtectionDomain>> pd_for(verbs::CmId& id);
+  // The PD (and arena) of `id`'s device on this loop, created on first use; `arena_cap_bytes`
+  // caps that arena when this call creates it (the first connection or listener decides).
+  Result<std::shared_ptr<verbs::ProtectionDomain>> pd_for(verbs::CmId& id, size_t arena_cap_bytes);
   // The registered arena of `pd` (created with the PD; arena.h).
   Arena* arena_for(const verbs::ProtectionDomain& pd);
   // The shared receive queue for srq=1 connections on `pd` (created on first use, kept

@@ -111,6 +111,10 @@ constexpr Row kRows[] = {
                   "per connection (for servers with many connections; receiver-local, no wire change)"),
     Row::number_row("srq_depth", "4096", 16, 16384, &O::srq_depth,
                     "receives in that shared queue (also bounded by the device's `max_srq_wr`)"),
+    Row::number_row("arena_mb", "1024", 8, 65536, &O::arena_mb,
+                    "cap of the registered pool each event loop keeps per device (owned buffers, control slots, "
+                    "staging, READ destinations); the loop's first rdma connection or listener on the device sets "
+                    "it. At the cap, owned allocations would-block and a READ waits for blocks to come back"),
     Row::number_row("retry_cnt", "7", 0, 7, &O::retry_cnt,
                     "transport retries of an unacknowledged packet before the QP fails with \"retry exceeded\" "
                     "(bounds the detection of a dead peer while data is in flight, with `timeout`)"),
