@@ -57,7 +57,7 @@ echo "== rdma tests in the Soft-RoCE guest (testbed/run) =="
 # an RDMA connect + close costs ~140 ms there (registration dominates): 300 connect/close
 # cycles per case, not 2000.
 if ! CONDUIT_REQUIRE_RDMA=1 CONDUIT_CONFORMANCE_STREAM_BYTES=${CONDUIT_CONFORMANCE_STREAM_BYTES_RDMA:-256M} \
-  CONDUIT_CONFORMANCE_CYCLES=${CONDUIT_CONFORMANCE_CYCLES_RDMA:-300} testbed/run --timeout "${CONDUIT_GUEST_TIMEOUT:-2400}" -- bash -c '
+  CONDUIT_CONFORMANCE_CYCLES=${CONDUIT_CONFORMANCE_CYCLES_RDMA:-300} testbed/run --timeout "${CONDUIT_GUEST_TIMEOUT:-3600}" -- bash -c '
     status=0
     for dir in build build-asan; do
       echo "== rdma ($dir) =="
