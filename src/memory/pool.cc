@@ -242,7 +242,7 @@ Result<detail::Storage*> BlockPool::take_shared(size_t cls, std::vector<Storage*
   std::lock_guard<std::mutex> lock(mu_);
   ClassState& c = *classes_[cls];
   if (c.free.empty()) {
-    const size_t bytes = round_up(std::max(options_.region_bytes, c.block_size), options_.region_bytes);
+    const size_t bytes = region_bytes_for(static_cast<int>(cls), c.block_size);
     (void)reclaim_for(bytes, static_cast<int>(cls));
     auto reg = map_region(cls, bytes);
     if (!reg.ok()) {
@@ -319,8 +319,9 @@ Result<Slice> BlockPool::allocate_large(size_t size) {
   Region* reg = nullptr;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    (void)reclaim_for(round_up(size, kHuge), -1);
-    auto r = map_region(classes_.size(), round_up(size, kHuge));
+    const size_t bytes = region_bytes_for(-1, size);
+    (void)reclaim_for(bytes, -1);
+    auto r = map_region(classes_.size(), bytes);
     if (!r.ok()) {
       if (r.status().would_block()) would_block_.fetch_add(1, std::memory_order_relaxed);
       return r.status();
@@ -389,6 +390,10 @@ bool BlockPool::cache_block(Storage* s, size_t cls) {
   return false;
 }
 
+size_t BlockPool::region_bytes_for(int cls, size_t bytes) const {
+  return cls >= 0 ? round_up(std::max(options_.region_bytes, bytes), options_.region_bytes) : round_up(bytes, kHuge);
+}
+
 bool BlockPool::region_free(const Region& r) const {
   if (r.cls < 0 || static_cast<size_t>(r.cls) >= classes_.size()) return false;
   const Storage* lo = r.blocks.get();
@@ -445,17 +450,15 @@ void BlockPool::wait(MemoryWaiter* w, size_t size) {
     // Memory may have come back between the failed allocation and this call.  Only what
     // can serve `size` counts: free blocks of another class do not (telling the waiter
     // then would have it retry, fail and wait again, round and round).
-    const int cls = size == 0 ? -2 : class_of(size);
-    const size_t need = cls >= 0 ? round_up(std::max(options_.region_bytes, classes_[static_cast<size_t>(cls)]->block_size),
-                                            options_.region_bytes)
-                                 : round_up(std::max<size_t>(size, 1), kHuge);
-    now = bytes_mapped_ + (size == 0 ? options_.region_bytes : need) <= options_.cap_bytes;
     if (size == 0) {
+      now = bytes_mapped_ + options_.region_bytes <= options_.cap_bytes;
       for (auto& c : classes_) now = now || !c->free.empty();
     } else {
+      const int cls = class_of(size);
+      now = bytes_mapped_ + region_bytes_for(cls, cls >= 0 ? classes_[static_cast<size_t>(cls)]->block_size : size) <=
+            options_.cap_bytes;
       if (cls >= 0) now = now || !classes_[static_cast<size_t>(cls)]->free.empty();
-      for (size_t i = 0; i < regions_.size() && !now; ++i)
-        now = regions_[i]->cls != cls && region_free(*regions_[i]);
+      for (size_t i = 0; i < regions_.size() && !now; ++i) now = region_free(*regions_[i]);  // reclaimable
     }
   }
   if (now) notify_waiters();

@@ -127,6 +127,8 @@ class BlockPool : public std::enable_shared_from_this<BlockPool> {
   // lists until `bytes` fit; true if they do.  mu_ held.
   bool reclaim_for(size_t bytes, int keep_cls);
   bool region_free(const Region& r) const;  // mu_ held
+  // What a new region for class `cls` with blocks of `bytes` (a large block: cls -1) maps.
+  size_t region_bytes_for(int cls, size_t bytes) const;
   void flush_thread_cache();                // this thread's free blocks into the shared lists
   Status register_region(Region& r);                     // mu_ held
   void unmap_region(Region& r);                          // mu_ held
