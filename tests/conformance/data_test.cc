@@ -302,7 +302,11 @@ TEST_P(Conformance, ManyConcurrentConnectionsOnOneLoop) {
         c.conn->close();  // the server then sees EOF and closes its side
       }
     }
-    return done == n && server_eofs == n;
+    // auto:// may give up on an RDMA attempt that the server has already accepted (its
+    // rdma_timeout_ms covers the whole handshake; 300 connects on one loop under ASan and TCG
+    // outlast it) and go on over TCP: the server then sees that abandoned connection end with
+    // EOF and no data. Every accepted connection must end; every client must get its bytes.
+    return done == n && queue->accepted >= n && server_eofs == queue->accepted;
   };
   // A deadline for a hang, not a speed check: 300 rdma connects on one loop take ~60 s with
   // ASan under TCG on a loaded host (each waits for the server's feature answer too).
@@ -314,7 +318,10 @@ TEST_P(Conformance, ManyConcurrentConnectionsOnOneLoop) {
     EXPECT_FALSE(clients[i].bad) << "connection " << i << " got someone else's or corrupt bytes";
     EXPECT_EQ(clients[i].got, bytes) << "connection " << i;
   }
-  EXPECT_EQ(queue->accepted, n);
+  if (tc().scheme == "auto")
+    EXPECT_GE(queue->accepted, n);  // plus the RDMA attempts a client abandoned for TCP
+  else
+    EXPECT_EQ(queue->accepted, n);
 }
 
 // --- cross-thread post --------------------------------------------------------------------
