@@ -171,23 +171,30 @@ Result<unsigned> BlockPool::add_registrar(std::shared_ptr<Registrar> r) {
   return d;
 }
 
-Status BlockPool::register_region(Region& reg) {
-  for (size_t d = 0; d < registrars_.size(); ++d) {
+// Registers `reg` with registrars[first..]; on failure undoes those and leaves `reg`
+// registered with [0, first) only.  Adds the calls made and their time to *count, *ns.
+Status BlockPool::register_with(const std::vector<std::shared_ptr<Registrar>>& registrars, size_t first,
+                                Region& reg, uint64_t* count, uint64_t* ns) const {
+  for (size_t d = first; d < registrars.size(); ++d) {
     const uint64_t t0 = monotonic_ns();
-    auto got = registrars_[d]->register_memory(reg.base, reg.bytes);
+    auto got = registrars[d]->register_memory(reg.base, reg.bytes);
     if (!got.ok()) {
-      for (size_t u = 0; u < d; ++u) registrars_[u]->deregister(reg.regs[u]);
-      reg.domains = 0;
+      for (size_t u = first; u < d; ++u) registrars[u]->deregister(reg.regs[u]);
+      reg.domains &= (1u << first) - 1;
       return got.status().annotate("memory pool '" + options_.name + "': registering " + std::to_string(reg.bytes >> 10) +
-                                   " KiB with " + registrars_[d]->name() + memlock_hint());
+                                   " KiB with " + registrars[d]->name() + memlock_hint());
     }
-    register_ns_ += monotonic_ns() - t0;
-    ++registrations_;
+    *ns += monotonic_ns() - t0;
+    ++*count;
     reg.regs[d] = *got;
     reg.keys[d] = got->keys;
     reg.domains |= 1u << d;
   }
   return {};
+}
+
+Status BlockPool::register_region(Region& reg) {
+  return register_with(registrars_, 0, reg, &registrations_, &register_ns_);
 }
 
 void BlockPool::unmap_region(Region& reg) {
@@ -199,8 +206,8 @@ void BlockPool::unmap_region(Region& reg) {
   reg.base = nullptr;
 }
 
-Result<BlockPool::Region*> BlockPool::map_region(size_t cls, size_t bytes) {
-  if (bytes_mapped_ + bytes > options_.cap_bytes) return Status::WouldBlock();
+// Maps `bytes` of pages for a region (no lock needed; bytes_mapped_ is the caller's).
+Result<std::unique_ptr<BlockPool::Region>> BlockPool::map_pages(size_t bytes) const {
   auto reg = std::make_unique<Region>();
   reg->bytes = bytes;
   void* p = MAP_FAILED;
@@ -213,14 +220,15 @@ Result<BlockPool::Region*> BlockPool::map_region(size_t cls, size_t bytes) {
     if (options_.hugepages) (void)madvise(p, bytes, MADV_HUGEPAGE);  // transparent hugepages where allowed
   }
   reg->base = static_cast<uint8_t*>(p);
-  bytes_mapped_ += bytes;
-  if (Status s = register_region(*reg); !s.ok()) {
-    unmap_region(*reg);
-    return s;
-  }
+  return reg;
+}
+
+// Cuts a mapped, registered region into blocks of class `cls` (classes_.size(): one
+// large block) and adopts it.  mu_ held.
+BlockPool::Region* BlockPool::adopt_region(std::unique_ptr<Region> reg, size_t cls) {
   reg->cls = static_cast<int>(cls);
-  reg->block_size = cls < classes_.size() ? classes_[cls]->block_size : bytes;
-  reg->nblocks = bytes / reg->block_size;
+  reg->block_size = cls < classes_.size() ? classes_[cls]->block_size : reg->bytes;
+  reg->nblocks = reg->bytes / reg->block_size;
   reg->blocks = std::make_unique<Storage[]>(reg->nblocks);
   for (size_t i = 0; i < reg->nblocks; ++i) {
     Storage& s = reg->blocks[i];
@@ -235,7 +243,77 @@ Result<BlockPool::Region*> BlockPool::map_region(size_t cls, size_t bytes) {
   }
   Region* raw = reg.get();
   regions_.push_back(std::move(reg));
+  if (cls < classes_.size()) {
+    ClassState& c = *classes_[cls];
+    ++c.regions;
+    c.blocks += raw->nblocks;
+  }
   return raw;
+}
+
+Result<BlockPool::Region*> BlockPool::map_region(size_t cls, size_t bytes) {
+  if (bytes_mapped_ + bytes > options_.cap_bytes) return Status::WouldBlock();
+  CONDUIT_ASSIGN_OR_RETURN(auto reg, map_pages(bytes));
+  bytes_mapped_ += bytes;
+  if (Status s = register_region(*reg); !s.ok()) {
+    unmap_region(*reg);
+    return s;
+  }
+  return adopt_region(std::move(reg), cls);
+}
+
+Status BlockPool::reserve(size_t size, size_t blocks) {
+  const int cls = class_of(size);
+  if (size == 0 || cls < 0)
+    return Status(Code::kInvalidArgument, "memory pool '" + options_.name + "': reserve(" + std::to_string(size) +
+                                              ") is not the size of a class");
+  bool added = false;
+  Status result;
+  for (;;) {
+    std::vector<std::shared_ptr<Registrar>> registrars;
+    size_t bytes = 0;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ClassState& c = *classes_[static_cast<size_t>(cls)];
+      if (c.free.size() >= blocks) break;
+      bytes = region_bytes_for(cls, c.block_size);
+      if (bytes_mapped_ + bytes > options_.cap_bytes) {
+        result = Status::WouldBlock();
+        break;
+      }
+      bytes_mapped_ += bytes;  // held for the region built below, so the cap holds meanwhile
+      registrars = registrars_;
+    }
+    // The slow part -- mapping and registering -- without the lock.
+    uint64_t count = 0, ns = 0;
+    auto reg = map_pages(bytes);
+    Status s = reg.ok() ? register_with(registrars, 0, **reg, &count, &ns) : reg.status();
+    std::lock_guard<std::mutex> lock(mu_);
+    registrations_ += count;
+    register_ns_ += ns;
+    // A registrar attached meanwhile (rare): register with it too, under the lock.
+    if (s.ok() && registrars_.size() > registrars.size())
+      s = register_with(registrars_, registrars.size(), **reg, &registrations_, &register_ns_);
+    if (!s.ok()) {
+      if (reg.ok()) unmap_region(**reg);  // gives the bytes back
+      else bytes_mapped_ -= bytes;
+      result = s;
+      break;
+    }
+    Region* r = adopt_region(std::move(*reg), static_cast<size_t>(cls));
+    ClassState& c = *classes_[static_cast<size_t>(cls)];
+    for (size_t i = r->nblocks; i-- > 0;) c.free.push_back(&r->blocks[i]);
+    added = true;
+  }
+  if (added) notify_waiters();
+  return result;
+}
+
+size_t BlockPool::free_blocks(size_t size) const {
+  const int cls = class_of(size);
+  if (cls < 0) return 0;
+  std::lock_guard<std::mutex> lock(mu_);
+  return classes_[static_cast<size_t>(cls)]->free.size();
 }
 
 Result<detail::Storage*> BlockPool::take_shared(size_t cls, std::vector<Storage*>* refill, size_t refill_max) {
@@ -249,8 +327,6 @@ Result<detail::Storage*> BlockPool::take_shared(size_t cls, std::vector<Storage*
       if (reg.status().would_block()) would_block_.fetch_add(1, std::memory_order_relaxed);
       return reg.status();
     }
-    ++c.regions;
-    c.blocks += (*reg)->nblocks;
     for (size_t i = (*reg)->nblocks; i-- > 0;) c.free.push_back(&(*reg)->blocks[i]);
   }
   Storage* s = c.free.back();

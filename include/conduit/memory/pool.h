@@ -106,6 +106,17 @@ class BlockPool : public std::enable_shared_from_this<BlockPool> {
   void wait(MemoryWaiter* w, size_t size = 0);
   void cancel_wait(MemoryWaiter* w);
 
+  // Maps and registers regions ahead of demand until the class that holds `size` has at
+  // least `blocks` free blocks in its shared list (thread caches not counted), so that the
+  // allocations that follow register nothing.  The slow part (mmap, registration) runs
+  // outside the pool's lock: allocations on other threads go on meanwhile, and the cap
+  // holds throughout.  Never reclaims another class's regions: kWouldBlock at the cap;
+  // kInvalidArgument if no class holds `size`.  Thread-safe; slow (a registration per
+  // region), so meant for a background thread (SpareKeeper) or start-up.
+  Status reserve(size_t size, size_t blocks);
+  // Free blocks of the class that holds `size` in the shared list (0 if no class does).
+  // Thread-safe; takes the pool's lock.
+  size_t free_blocks(size_t size) const;
   PoolStats stats() const;
   const PoolOptions& options() const { return options_; }
   size_t largest_class() const { return options_.classes.back(); }
@@ -131,6 +142,10 @@ class BlockPool : public std::enable_shared_from_this<BlockPool> {
   size_t region_bytes_for(int cls, size_t bytes) const;
   void flush_thread_cache();                // this thread's free blocks into the shared lists
   Status register_region(Region& r);                     // mu_ held
+  Status register_with(const std::vector<std::shared_ptr<Registrar>>& registrars, size_t first, Region& r,
+                       uint64_t* count, uint64_t* ns) const;
+  Result<std::unique_ptr<Region>> map_pages(size_t bytes) const;
+  Region* adopt_region(std::unique_ptr<Region> r, size_t cls);  // mu_ held
   void unmap_region(Region& r);                          // mu_ held
   Result<Slice> allocate_large(size_t size);
   void notify_waiters();

@@ -83,7 +83,7 @@ Result<std::unique_ptr<Arena>> Arena::create(std::shared_ptr<ProtectionDomain> p
 
 Arena::~Arena() = default;
 
-Result<memory::Slice> Arena::allocate_rx(Scope s, size_t bytes) {
+Result<memory::Slice> Arena::allocate_rx(Scope s, size_t bytes, size_t keep) {
   memory::BlockPool* p = nullptr;
   if (s == Scope::kMw) {
     if (!rx_mw) return Status(Code::kNotSupported, "rdma scope=mw: device " + std::string(pd->context()->name()) +
@@ -101,7 +101,12 @@ Result<memory::Slice> Arena::allocate_rx(Scope s, size_t bytes) {
   if (got.status().would_block())
     return Status(Code::kResourceExhausted, "rdma: the arena's receive areas are exhausted (" +
                                                 std::to_string(p->options().cap_bytes >> 20) + " MiB)");
+  if (got.ok() && bytes <= p->largest_class()) spares.keep(p->shared_from_this(), bytes, keep);
   return got;
+}
+
+void Arena::spare_staging(size_t bytes, size_t keep) {
+  if (bytes <= pool->largest_class()) spares.keep(pool, bytes, keep);
 }
 
 }  // namespace conduit::transport::rdma

@@ -21,6 +21,11 @@
 //   shared   rx regions are registered with remote write and their rkey is advertised:
 //            fastest setup, but a peer that guesses another area's key (same PD) can write
 //            there.  A documented trust boundary: only for peers you trust.
+// Spares (URL option `spare_areas`): the arena keeps a few receive areas and staging blocks
+// of the sizes its connections use registered ahead of demand (memory::SpareKeeper, a
+// background thread), so a connection's setup finds them ready; registering them on the
+// setup path was most of what rdma:// added to a bare rdma_cm connect under Soft-RoCE.
+//
 // Loop thread only (the pools themselves are thread-safe: an application may allocate
 // from Connection::pool() on any thread and hand the chain to the loop).
 #pragma once
@@ -34,6 +39,7 @@
 
 #include "conduit/memory/pool.h"
 #include "conduit/memory/registrar.h"
+#include "conduit/memory/spare_keeper.h"
 #include "conduit/verbs/verbs.h"
 
 namespace conduit::transport::rdma {
@@ -76,8 +82,14 @@ struct Arena {
   std::shared_ptr<VerbsRegistrar> pool_registrar;
   static constexpr unsigned kDomain = 0;
 
-  // A receive area of at least `bytes` for a connection with this scope (not kPrivate).
-  Result<memory::Slice> allocate_rx(Scope s, size_t bytes);
+  // A receive area of at least `bytes` for a connection with this scope (not kPrivate);
+  // then keeps `spares` more of that size registered (topped up in the background).
+  Result<memory::Slice> allocate_rx(Scope s, size_t bytes, size_t spares);
+  // After a staging block of `bytes` came from `pool`: keep `spares` more of them registered.
+  void spare_staging(size_t bytes, size_t spares);
+
+  // Last member: destroyed first, so its thread is joined while the pools still exist.
+  memory::SpareKeeper spares;
 };
 
 // A scatter/gather entry for [off, off+len) of a registered slice.

@@ -229,7 +229,7 @@ Status RdmaConnection::setup_resources() {
     r.rx = memory::Slice::foreign(r.rx_private->data(), r.rx_private->size(), [keep = r.rx_private] {});
     r.rx_rkey = r.rx_private->mr().rkey();
   } else {
-    CONDUIT_ASSIGN_OR_RETURN(r.rx, arena_->allocate_rx(scope_, options_.rx_buffer));
+    CONDUIT_ASSIGN_OR_RETURN(r.rx, arena_->allocate_rx(scope_, options_.rx_buffer, options_.spare_areas));
     if (scope_ == Scope::kMw) {
       CONDUIT_ASSIGN_OR_RETURN(r.mw, MemoryWindow::create(r.pd));
     } else {
@@ -547,6 +547,8 @@ Status RdmaConnection::handle_ctrl(const CtrlMsg& m) {
                                                             std::to_string(m.length) + "-byte staging area")
                      : tx.status();
         res_->tx = std::move(*tx);
+        // Spares of a peer's size only when it is ours too (a peer cannot choose what we pin).
+        if (m.length == options_.rx_buffer) arena_->spare_staging(m.length, options_.spare_areas);
         stats_.pinned_bytes = res_->ctrl.capacity() + res_->rx.capacity() + res_->tx.capacity();
       }
       tx_known_ = true;

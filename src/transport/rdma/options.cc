@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "option_table.h"
+#include "conduit/memory/spare_keeper.h"
 #include "protocol.h"
 
 namespace conduit::transport::rdma {
@@ -115,6 +116,11 @@ constexpr Row kRows[] = {
                     "cap of the registered pool each event loop keeps per device (owned buffers, control slots, "
                     "staging, READ destinations); the loop's first rdma connection or listener on the device sets "
                     "it. At the cap, owned allocations would-block and a READ waits for blocks to come back"),
+    Row::number_row("spare_areas", "2", 0, memory::SpareKeeper::kMaxBlocks, &O::spare_areas,
+                    "receive areas and send-staging blocks of this connection's sizes that the loop's arena keeps "
+                    "registered ahead of demand, topped up by a background thread, so that a new connection "
+                    "registers nothing on its setup path (registering 1 MiB costs milliseconds under Soft-RoCE). "
+                    "Pinned memory: up to this many areas of each size in use. 0 = register on demand"),
     Row::number_row("retry_cnt", "7", 0, 7, &O::retry_cnt,
                     "transport retries of an unacknowledged packet before the QP fails with \"retry exceeded\" "
                     "(bounds the detection of a dead peer while data is in flight, with `timeout`)"),

@@ -1,0 +1,189 @@
+// BlockPool::reserve (regions mapped and registered ahead of demand, outside the pool's
+// lock) and SpareKeeper (a thread that keeps spares topped up).  In the TSan build too: the
+// keeper's thread reserves while the test's threads allocate and free.
+#include "conduit/memory/spare_keeper.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <thread>
+#include <vector>
+
+#include "conduit/memory/pool.h"
+#include "test_registrar.h"
+
+namespace conduit::memory {
+namespace {
+
+using testing::RecordingRegistrar;
+
+constexpr size_t kMiB = 1 << 20;
+
+std::shared_ptr<BlockPool> make_pool(size_t cap = size_t{64} << 20) {
+  PoolOptions o;
+  o.hugepages = false;
+  o.cap_bytes = cap;
+  o.thread_cache_bytes = 0;  // every free block in the shared list: counts are exact
+  auto p = BlockPool::create(std::move(o));
+  EXPECT_TRUE(p.ok()) << p.status().to_string();
+  return std::move(p).value();
+}
+
+// Waits (bounded) until the keeper has finished the rounds it was poked for.
+bool settle(const SpareKeeper& k) {
+  for (int i = 0; i < 5000; ++i) {
+    if (k.idle()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return false;
+}
+
+TEST(BlockPool, ReserveRegistersAheadSoThatAllocationsRegisterNothing) {
+  auto pool = make_pool();
+  auto reg = std::make_shared<RecordingRegistrar>();
+  ASSERT_TRUE(pool->add_registrar(reg).ok());
+  ASSERT_TRUE(pool->reserve(kMiB, 3).ok());
+  // 1 MiB blocks in 2 MiB regions: two regions hold the three.
+  EXPECT_EQ(reg->registrations(), 2u);
+  EXPECT_EQ(pool->free_blocks(kMiB), 4u);
+  EXPECT_EQ(pool->free_blocks(700 << 10), 4u) << "the class that holds the size";
+  std::vector<Slice> held;
+  for (int i = 0; i < 4; ++i) {
+    auto s = pool->allocate(kMiB);
+    ASSERT_TRUE(s.ok()) << s.status().to_string();
+    EXPECT_TRUE(reg->covers(s->keys(0).lkey, s->data(), s->capacity())) << "a reserved block carries its keys";
+    held.push_back(std::move(*s));
+  }
+  EXPECT_EQ(reg->registrations(), 2u) << "allocations from reserved regions register nothing";
+  EXPECT_EQ(pool->free_blocks(kMiB), 0u);
+  EXPECT_TRUE(pool->reserve(kMiB, 0).ok()) << "nothing to do";
+  const PoolStats st = pool->stats();
+  EXPECT_EQ(st.registrations, 2u);
+  EXPECT_EQ(st.bytes_mapped, 4 * kMiB);
+  EXPECT_EQ(st.classes[8].regions, 2u);
+}
+
+TEST(BlockPool, ReserveHoldsTheCapAndRefusesSizesNoClassHolds) {
+  auto pool = make_pool(4 * kMiB);
+  auto reg = std::make_shared<RecordingRegistrar>();
+  ASSERT_TRUE(pool->add_registrar(reg).ok());
+  Status s = pool->reserve(kMiB, 10);
+  EXPECT_TRUE(s.would_block()) << s.to_string();
+  EXPECT_EQ(pool->stats().bytes_mapped, 4 * kMiB) << "reserved up to the cap, not beyond";
+  EXPECT_EQ(pool->free_blocks(kMiB), 4u);
+  EXPECT_EQ(pool->reserve(0, 1).code(), Code::kInvalidArgument);
+  EXPECT_EQ(pool->reserve(pool->largest_class() + 1, 1).code(), Code::kInvalidArgument);
+}
+
+TEST(BlockPool, AFailedReserveGivesItsBytesBack) {
+  auto pool = make_pool(4 * kMiB);
+  auto reg = std::make_shared<RecordingRegistrar>();
+  ASSERT_TRUE(pool->add_registrar(reg).ok());
+  reg->fail_next(1);
+  Status s = pool->reserve(kMiB, 1);
+  EXPECT_EQ(s.code(), Code::kResourceExhausted) << s.to_string();
+  EXPECT_EQ(pool->stats().bytes_mapped, 0u);
+  EXPECT_EQ(reg->live(), 0u);
+  // The whole cap is still there.
+  ASSERT_TRUE(pool->reserve(kMiB, 4).ok());
+  EXPECT_EQ(pool->stats().bytes_mapped, 4 * kMiB);
+}
+
+struct Flag final : MemoryWaiter {
+  std::atomic<int> calls{0};
+  void on_memory_available() override { calls.fetch_add(1); }
+};
+
+TEST(BlockPool, ReserveTellsAWaiter) {
+  auto pool = make_pool(2 * kMiB);
+  auto a = pool->allocate(2 * kMiB);
+  ASSERT_TRUE(a.ok());
+  ASSERT_TRUE(pool->allocate(kMiB).status().would_block());
+  Flag w;
+  pool->wait(&w, kMiB);
+  EXPECT_EQ(w.calls.load(), 0);
+  *a = Slice();  // the 2 MiB region is free; a reserve of the 1 MiB class reclaims nothing
+  EXPECT_TRUE(pool->reserve(kMiB, 1).would_block());
+  // (the release itself told the waiter: blocks came back)
+  EXPECT_EQ(w.calls.load(), 1);
+}
+
+TEST(SpareKeeper, TopsUpInTheBackgroundAfterEachTake) {
+  auto pool = make_pool();
+  auto reg = std::make_shared<RecordingRegistrar>();
+  ASSERT_TRUE(pool->add_registrar(reg).ok());
+  SpareKeeper keeper;
+  EXPECT_TRUE(keeper.idle());
+  keeper.keep(pool, kMiB, 2);
+  ASSERT_TRUE(settle(keeper));
+  EXPECT_GE(pool->free_blocks(kMiB), 2u);
+  std::vector<Slice> held;
+  for (int i = 0; i < 6; ++i) {
+    const uint64_t before = reg->registrations();
+    auto s = pool->allocate(kMiB);
+    ASSERT_TRUE(s.ok());
+    EXPECT_EQ(reg->registrations(), before) << "take " << i << " found a spare";
+    held.push_back(std::move(*s));
+    keeper.poke();
+    ASSERT_TRUE(settle(keeper));
+    EXPECT_GE(pool->free_blocks(kMiB), 2u) << "topped up after take " << i;
+  }
+  EXPECT_GE(keeper.rounds(), 7u);
+  // Spares are bounded: 6 in use + at most 2 spare + the rest of a region.
+  EXPECT_LE(pool->stats().bytes_mapped, 10 * kMiB);
+}
+
+TEST(SpareKeeper, BoundsWhatItKeepsAndDropsPoolsThatWent) {
+  SpareKeeper keeper;
+  auto pool = make_pool(8 * kMiB);
+  keeper.keep(pool, kMiB, 1000);  // clamped to kMaxBlocks, and the cap holds anyway
+  ASSERT_TRUE(settle(keeper));
+  EXPECT_LE(pool->stats().bytes_mapped, 8 * kMiB);
+  EXPECT_LE(pool->free_blocks(kMiB), SpareKeeper::kMaxBlocks);
+  {
+    auto gone = make_pool();
+    keeper.keep(gone, 4096, 1);
+    ASSERT_TRUE(settle(keeper));
+    EXPECT_GE(gone->free_blocks(4096), 1u);
+  }
+  keeper.poke();  // the pool that went is dropped, not touched
+  ASSERT_TRUE(settle(keeper));
+  keeper.keep(pool, kMiB, 0);  // ignored
+  keeper.keep(nullptr, kMiB, 1);
+  SUCCEED();
+}
+
+TEST(SpareKeeper, KeepsUpWhileOtherThreadsAllocateAndFree) {
+  auto pool = make_pool(size_t{256} << 20);
+  auto reg = std::make_shared<RecordingRegistrar>();
+  ASSERT_TRUE(pool->add_registrar(reg).ok());
+  SpareKeeper keeper;
+  keeper.keep(pool, kMiB, 4);
+  keeper.keep(pool, 64 << 10, 4);
+  std::vector<std::thread> ts;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < 3; ++t) {
+    ts.emplace_back([&, t] {
+      std::vector<Slice> mine;
+      for (int i = 0; i < 200; ++i) {
+        auto s = pool->allocate((i + t) % 2 ? kMiB : 64 << 10);
+        if (!s.ok()) {
+          failures.fetch_add(1);
+          continue;
+        }
+        s->writable_data()[0] = static_cast<uint8_t>(i);
+        mine.push_back(std::move(*s));
+        keeper.poke();
+        if (mine.size() > 8) mine.erase(mine.begin());
+      }
+    });
+  }
+  for (auto& th : ts) th.join();
+  ASSERT_TRUE(settle(keeper));
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_GE(pool->free_blocks(kMiB), 4u);
+  EXPECT_GE(pool->free_blocks(64 << 10), 4u);
+}
+
+}  // namespace
+}  // namespace conduit::memory
