@@ -220,10 +220,12 @@ std::unique_ptr<Connection> connect_and_wait(EventLoop& loop, const std::string&
 // Both ends on their own loop thread, neither busy polling: every stall is a real sleep in
 // epoll, and progress depends entirely on doorbell wakeups in both directions (data for a
 // sleeping reader, space for a writer blocked on a full ring).  Many small messages through
-// 4 KiB rings; a lost wakeup stalls the stream until the watchdog fails the test.
+// 4 KiB rings; a lost wakeup stalls the stream until the watchdog fails the test.  Pure
+// event mode (poll_us=0) on both ends: with the default adaptive polling one side may find
+// the other always awake and never write a doorbell, which is what this test must see.
 TEST_F(ShmTest, TwoThreadsBothSidesSleepingStream) {
-  EchoServer server("shm://" + unique_name("sleepers") + "?ring=4096");
-  auto client = connect_and_wait(*loop, server.url() + "?ring=4096");
+  EchoServer server("shm://" + unique_name("sleepers") + "?ring=4096&poll_us=0");
+  auto client = connect_and_wait(*loop, server.url() + "?ring=4096&poll_us=0");
   ASSERT_TRUE(client);
   const uint64_t messages = kSanitized ? 30'000 : 200'000;
   uint64_t total = 0;
