@@ -1,5 +1,6 @@
 #include "conduit/memory/spare_keeper.h"
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -64,6 +65,9 @@ bool SpareKeeper::idle() const {
 }
 
 void SpareKeeper::run() {
+  // Background work: the lowest priority of the normal class, so that keeping spares
+  // yields the CPU to the threads that serve connections (Linux: nice is per thread).
+  (void)setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), 19);
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     cv_.wait(lock, [this] { return stop_ || poked_; });

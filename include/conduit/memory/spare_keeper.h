@@ -11,7 +11,8 @@
 // What it costs: the spare blocks themselves (pinned memory: at most the wants' sizes x
 // their counts, and never beyond a pool's cap -- at the cap the keeper stops quietly), and a
 // thread, started on the first keep() and joined by the destructor.  It moves registration
-// off the caller's path, it does not remove it: the CPU time is the same, on another core.
+// off the caller's path, it does not remove it: the CPU time is the same, on another core
+// (the thread runs at nice 19, so it yields to the threads serving connections).
 // Threading: keep() and poke() are thread-safe.  The keeper holds the pools weakly (a pool
 // that went is dropped from its wants).  In a fork()ed child, which has the object but not
 // the thread, wants are recorded and never topped up, and the destructor does not wait.

@@ -157,7 +157,8 @@ Status RdmaConnection::cm_connect_params(bool accept) {
   // Reserve READ resources up to the device's limits (at most kMaxReadDepth), Valkey peer
   // or not: the rendezvous extension is negotiated after setup, when they can no longer
   // be changed.
-  const ibv_device_attr* attr = id.context() ? &id.context()->attr() : nullptr;
+  // The PD's device is the id's (create_qp checked): its attributes were queried once.
+  const ibv_device_attr* attr = res_->pd ? &res_->pd->context()->attr() : nullptr;
   const auto clamp = [](int dev) { return static_cast<uint8_t>(std::clamp(dev, 1, kMaxReadDepth)); };
   const uint8_t dev_initiator = attr ? clamp(attr->max_qp_init_rd_atom) : 1;
   const uint8_t dev_responder = attr ? clamp(attr->max_qp_rd_atom) : 1;
@@ -178,10 +179,11 @@ Status RdmaConnection::cm_connect_params(bool accept) {
 Status RdmaConnection::setup_resources() {
   QpResources& r = *res_;
   if (!options_.device.empty()) {
-    auto dev = r.id->context();
-    if (!dev || dev->name() != options_.device)
-      return Status(Code::kUnavailable, "rdma: route uses device " + std::string(dev ? dev->name() : "?") +
-                                            ", not the requested " + options_.device);
+    const ibv_context* dev = r.id->native_handle()->verbs;
+    const std::string_view name = dev != nullptr ? ibv_get_device_name(dev->device) : "?";
+    if (name != options_.device)
+      return Status(Code::kUnavailable,
+                    "rdma: route uses device " + std::string(name) + ", not the requested " + options_.device);
   }
   CONDUIT_ASSIGN_OR_RETURN(r.pd, ctx_->pd_for(*r.id, static_cast<size_t>(options_.arena_mb) << 20));
   if (options_.srq) {

@@ -88,10 +88,13 @@ void LoopContext::on_loop_teardown() {
 }
 
 Result<std::shared_ptr<ProtectionDomain>> LoopContext::pd_for(CmId& id, size_t arena_cap_bytes) {
+  // Found by the id's raw device first: borrowing a Context queries the device (a system
+  // call), which only the first connection of a loop on a device pays.
+  ibv_context* raw = id.native_handle()->verbs;
+  if (raw == nullptr) return Status(Code::kInternal, "rdma: cm id has no device");
+  if (auto it = pds_.find(raw); it != pds_.end()) return it->second;
   std::shared_ptr<Context> dev = id.context();
   if (!dev) return Status(Code::kInternal, "rdma: cm id has no device");
-  auto it = pds_.find(dev->native_handle());
-  if (it != pds_.end()) return it->second;
   CONDUIT_ASSIGN_OR_RETURN(auto pd, ProtectionDomain::create(dev));
   CONDUIT_ASSIGN_OR_RETURN(auto arena, Arena::create(pd, arena_cap_bytes));
   arenas_.emplace(pd.get(), std::move(arena));
