@@ -14,6 +14,8 @@
 #        in every cell; the collection cells (LPUSH LPOP SADD ZADD HSET MSET-10 at -c 1 -P 1
 #        and -c 50 -P 16, -d 3): rps >= 1.0x
 #   shm: conduit-kv-bench over shm >= 2x conduit-kv-bench over tcp at -c 1
+# Each row also carries the server's CPU per request and how busy redis-benchmark was (one
+# redis-benchmark per test): a load generator near 100% means the cell measured it, not the server.
 # Runtime: about 5 minutes with the defaults (bounded by --scale and --rounds; each
 # redis-benchmark run is also killed after 60 s).  Exit status 0 whether or not targets
 # are met (it is a measurement); 1 if something failed to run.
@@ -89,7 +91,7 @@ pinning="off"; [[ -n $SRV_CPU ]] && pinning="servers on cpu0, load generators on
 echo "  host: $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg), pinning: $pinning, rounds $rounds"
 
 results=$work/results.csv
-echo "round,server,clients,pipeline,size,test,rps,p50" > "$results"
+echo "round,server,clients,pipeline,size,test,rps,p50,server_cpu_s,client_cpu_s,wall_s" > "$results"
 
 # requests per run, sized for ~1-2 s each on this class of machine
 requests() {  # clients pipeline
@@ -100,12 +102,28 @@ requests() {  # clients pipeline
   python3 -c "print(max(1000, int($n * $scale)))"
 }
 
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }  # utime + stime of a process, in clock ticks
+TICK=$(getconf CLK_TCK)
+# One redis-benchmark per test, so that each row carries the CPU it cost: the server's
+# (utime+stime of its process over the run) and the load generator's (bash's `time`).  A
+# load generator busy ~100% of the run's wall time means the cell measured redis-benchmark,
+# not the server; the server's CPU per request says which server does less work.
 run_rb() {  # round server port c P d [tests]
-  local n; n=$(requests "$4" "$5")
-  timeout 60 $CLI_CPU redis-benchmark -p "$3" -t "${7:-set,get}" -c "$4" -P "$5" -d "$6" -n "$n" --csv 2>/dev/null |
-    tr -d '\r' | awk -F'","' -v r="$1" -v s="$2" -v c="$4" -v p="$5" -v d="$6" \
-      'NR>1 && NF>=5 { gsub(/"/,"",$1); gsub(/"/,"",$2); print r","s","c","p","d","$1","$2","$5 }' >> "$results" ||
-    echo "  redis-benchmark against $2 (-c $4 -P $5 -d $6 -t ${7:-set,get}) did not finish in 60 s: its cells of round $1 are missing" >&2
+  local n t spid c0 c1 w0 w1 line cpu TIMEFORMAT='%U %S'
+  n=$(requests "$4" "$5")
+  if [[ $2 == redis ]]; then spid=$rpid; else spid=$kpid; fi
+  for t in ${7//,/ }; do
+    c0=$(cpu_ticks "$spid"); w0=$(date +%s.%N)
+    { time line=$(timeout 60 $CLI_CPU redis-benchmark -p "$3" -t "$t" -c "$4" -P "$5" -d "$6" -n "$n" --csv 2>/dev/null |
+        tr -d '\r' | awk -F'","' 'NR>1 && NF>=5 { gsub(/"/,"",$1); gsub(/"/,"",$2); print $1","$2","$5 }'); } 2>"$work/time"
+    c1=$(cpu_ticks "$spid"); w1=$(date +%s.%N)
+    cpu=$(awk '{print $1 + $2}' "$work/time")
+    if [[ -z $line ]]; then
+      echo "  redis-benchmark against $2 (-c $4 -P $5 -d $6 -t $t) did not finish in 60 s: its cell of round $1 is missing" >&2
+      continue
+    fi
+    echo "$1,$2,$4,$5,$6,$line,$(python3 -c "print(($c1 - $c0) / $TICK, $cpu, round($w1 - $w0, 3), sep=',')")" >> "$results"
+  done
 }
 
 t0=$(date +%s)
@@ -115,7 +133,7 @@ for ((r = 1; r <= rounds; r++)); do
       for d in 3 1024; do
         if (((r + c + P + d) % 2)); then order="redis kv"; else order="kv redis"; fi
         for s in $order; do
-          if [[ $s == redis ]]; then run_rb "$r" redis "$rport" $c $P $d; else run_rb "$r" conduit-kv "$kport" $c $P $d; fi
+          if [[ $s == redis ]]; then run_rb "$r" redis "$rport" $c $P $d set,get; else run_rb "$r" conduit-kv "$kport" $c $P $d set,get; fi
         done
       done
     done
@@ -156,12 +174,24 @@ def runs(server, c, p, d, test, key):
 def med(server, c, p, d, test, key):
     v = runs(server, c, p, d, test, key)
     return statistics.median(v) if v else None
+def cpu(server, c, p, d, test):
+    """server CPU per request (us) and the load generator's busy share, medians over rounds"""
+    rs = [r for r in rows if r["server"] == server and r["clients"] == str(c) and r["pipeline"] == str(p)
+          and r["size"] == str(d) and r["test"] == test and r.get("wall_s")]
+    if not rs:
+        return "-", "-"
+    us = statistics.median(float(r["server_cpu_s"]) * 1e6 / (float(r["rps"]) * float(r["wall_s"])) for r in rs)
+    busy = statistics.median(float(r["client_cpu_s"]) / float(r["wall_s"]) for r in rs)
+    return f"{us:.2f}", f"{busy:.0%}"
+def cpu_cols(c, p, d, test):
+    (ru, rb), (ku, kb) = cpu("redis", c, p, d, test), cpu("conduit-kv", c, p, d, test)
+    return f"{ru} / {ku} | {rb} / {kb}"
 def span(server, c, p, d, test):
     v = runs(server, c, p, d, test, "rps")
     return f"{min(v):,.0f}..{max(v):,.0f}" if v else "-"
 print()
-print(f"| cell | test | redis-server {sys.argv[2]} rps | conduit-kv rps | ratio | redis p50 ms | conduit-kv p50 ms | target |")
-print("|---|---|---:|---:|---:|---:|---:|---|")
+print(f"| cell | test | redis-server {sys.argv[2]} rps | conduit-kv rps | ratio | redis p50 ms | conduit-kv p50 ms | target | server CPU us/req (redis / kv) | redis-benchmark busy (redis / kv) |")
+print("|---|---|---:|---:|---:|---:|---:|---|---:|---:|")
 passes = misses = 0
 for c in (1, 50):
     for p in (1, 16):
@@ -177,10 +207,10 @@ for c in (1, 50):
                 passes += ok; misses += not ok
                 print(f"| -c {c} -P {p} -d {d} | {test} | {rr:,.0f} ({span('redis', c, p, d, test)}) | {kr:,.0f} "
                       f"({span('conduit-kv', c, p, d, test)}) | {kr/rr:.2f}x | {rp:.3f} | {kp:.3f} | "
-                      f"{'PASS' if ok else 'MISS'} (>= {need}x) |")
+                      f"{'PASS' if ok else 'MISS'} (>= {need}x) | {cpu_cols(c, p, d, test)} |")
 print()
-print(f"| collections cell | test | redis-server {sys.argv[2]} rps (min..max) | conduit-kv rps (min..max) | ratio | redis p50 ms | conduit-kv p50 ms | target (>= 1.0x) |")
-print("|---|---|---:|---:|---:|---:|---:|---|")
+print(f"| collections cell | test | redis-server {sys.argv[2]} rps (min..max) | conduit-kv rps (min..max) | ratio | redis p50 ms | conduit-kv p50 ms | target (>= 1.0x) | server CPU us/req (redis / kv) | redis-benchmark busy (redis / kv) |")
+print("|---|---|---:|---:|---:|---:|---:|---|---:|---:|")
 for c, p in ((1, 1), (50, 16)):
     for test in ("LPUSH", "LPOP", "SADD", "ZADD", "HSET", "MSET (10 keys)"):
         rr, kr = med("redis", c, p, 3, test, "rps"), med("conduit-kv", c, p, 3, test, "rps")
@@ -190,7 +220,7 @@ for c, p in ((1, 1), (50, 16)):
         ok = kr >= rr
         passes += ok; misses += not ok
         print(f"| -c {c} -P {p} -d 3 | {test} | {rr:,.0f} ({span('redis', c, p, 3, test)}) | {kr:,.0f} "
-              f"({span('conduit-kv', c, p, 3, test)}) | {kr/rr:.2f}x | {rp:.3f} | {kp:.3f} | {'PASS' if ok else 'MISS'} |")
+              f"({span('conduit-kv', c, p, 3, test)}) | {kr/rr:.2f}x | {rp:.3f} | {kp:.3f} | {'PASS' if ok else 'MISS'} | {cpu_cols(c, p, 3, test)} |")
 print()
 print("| shm vs tcp (conduit-kv-bench, -c 1 -P 1 -d 3) | test | tcp rps | shm rps | ratio | tcp p50 ms | shm p50 ms | target (>= 2x) |")
 print("|---|---|---:|---:|---:|---:|---:|---|")
