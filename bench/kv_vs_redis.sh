@@ -34,7 +34,7 @@ while [[ $# -gt 0 ]]; do
     --scale) scale=$2; shift 2 ;;
     --no-pin) pin=0; shift ;;
     --out) out=$2; shift 2 ;;
-    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
