@@ -92,6 +92,7 @@ std::span<const CommandDef> hash_commands();
 std::span<const CommandDef> set_commands();
 std::span<const CommandDef> zset_commands();
 std::span<const CommandDef> zset_pop_commands();
+std::span<const CommandDef> sort_commands();
 std::span<const CommandDef> stream_commands();
 std::span<const CommandDef> server_commands();
 std::span<const CommandDef> connection_commands();

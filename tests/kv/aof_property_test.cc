@@ -1,6 +1,6 @@
 // Property: any sequence of commands the server accepted leaves an append-only file that
 // loads to the same dataset (issue 9, item 1).  Random sequences over every type, random
-// choices (SPOP), relative and absolute expiries, INCRBYFLOAT, XADD *, SELECT, commands
+// choices (SPOP), relative and absolute expiries, INCRBYFLOAT, XADD *, SELECT, SORT ... STORE, commands
 // that fail (wrong type, bad arguments), and a BGREWRITEAOF in the middle of some runs.
 // Values up to 1.3 MB are written under proto-max-bulk-len 4mb and the server restarts
 // with 1mb.  The dataset is dumped canonically (per database: keys sorted, type, expiry,
@@ -29,7 +29,7 @@ class Generator {
 
   Cmd next() {
     const std::string k = key();
-    switch (pick(34)) {
+    switch (pick(35)) {
       case 0: return {"SET", k, value()};
       case 1: return {"SET", k, value(), "EX", std::to_string(1000 + pick(100000))};
       case 2: return {"SET", k, value(), "PXAT", "1"};  // in the past: the key goes away
@@ -63,11 +63,22 @@ class Generator {
       case 30: return {"SELECT", std::to_string(pick(3))};
       case 31: return {"GETDEL", k};
       case 32: return {"SETEX", k, std::to_string(1000 + pick(1000)), value()};
+      case 33: return sort_store(k);
       default: return {pick(64) == 0 ? "FLUSHDB" : "GETSET", k, value()};
     }
   }
 
  private:
+  // SORT ... STORE is logged as sent and sorts again at load: its result must not depend on
+  // a hash table's order (sets, sorted sets), also where every element ties.
+  Cmd sort_store(const std::string& k) {
+    switch (pick(4)) {
+      case 0: return {"SORT", k, "BY", "w*", "ALPHA", "STORE", key()};  // no weights: all tie
+      case 1: return {"SORT", k, "BY", "nosort", pick(2) ? "ASC" : "DESC", "LIMIT", "1", std::to_string(pick(5)), "STORE", key()};
+      case 2: return {"SORT", k, "ALPHA", "DESC", "GET", "#", "GET", "k*", "STORE", key()};
+      default: return {"SORT", k, "BY", "k*->" + field(), "STORE", key()};  // numeric: often an error
+    }
+  }
   uint64_t pick(uint64_t n) { return std::uniform_int_distribution<uint64_t>(0, n - 1)(rng_); }
   std::string key() { return "k" + std::to_string(pick(24)); }
   std::string field() { return "f" + std::to_string(pick(12)); }

@@ -528,6 +528,9 @@ TEST_P(Stateful, CommandsNotifyWithRedisEventNamesInOrder) {
       {{"SETBIT", "b", "3", "1"}, {"0 setbit b"}},
       {{"RPUSH", "l", "a", "b"}, {"0 rpush l"}},
       {{"LPUSH", "l", "c"}, {"0 lpush l"}},
+      {{"SORT", "l", "ALPHA", "STORE", "ls"}, {"0 sortstore ls"}},
+      {{"SORT", "missing", "STORE", "ls"}, {"0 del ls"}},
+      {{"SORT", "missing", "STORE", "ls"}, {}},  // nothing to delete
       {{"LSET", "l", "0", "z"}, {"0 lset l"}},
       {{"LINSERT", "l", "BEFORE", "z", "y"}, {"0 linsert l"}},
       {{"LREM", "l", "0", "y"}, {"0 lrem l"}},
