@@ -299,13 +299,6 @@ void client_unblock_cmd(CommandContext& ctx) {
   ctx.reply.integer(1);
 }
 
-void client_getredir_cmd(CommandContext& ctx) { ctx.reply.integer(-1); }
-
-void client_tracking_cmd(CommandContext& ctx) {
-  if (eq_nocase(ctx.arg(2), "off")) return ctx.reply.ok();
-  ctx.error("ERR conduit-kv does not implement client-side caching (CLIENT TRACKING)");
-}
-
 void client_help_cmd(CommandContext& ctx) {
   reply_help(ctx, "CLIENT",
              {"GETNAME", "    Return the name of the current connection.", "ID", "    Return the ID of the current connection.",
@@ -327,6 +320,7 @@ void reset_cmd(CommandContext& ctx) {
   ServerImpl& s = ctx.server;
   if (c.in_multi) s.discard_multi(c);
   s.unwatch_all(c);
+  s.tracking_disable(c);
   s.unsubscribe_all(c, false, false);
   s.unsubscribe_all(c, true, false);
   if (c.monitor) {
@@ -362,6 +356,8 @@ const CommandDef kClientSubs[] = {
     {"no-evict", client_no_evict_cmd, 3, kA | kNS | kL | kS, 0, 0, 0, "connection", "Sets the client eviction mode of the connection.", "7.0.0"},
     {"getredir", client_getredir_cmd, 2, kNS | kL | kS, 0, 0, 0, "connection", "Returns the client ID to which the connection's tracking notifications are redirected.", "6.0.0"},
     {"tracking", client_tracking_cmd, -3, kNS | kL | kS, 0, 0, 0, "connection", "Controls server-assisted client-side caching for the connection.", "6.0.0"},
+    {"caching", client_caching_cmd, 3, kNS | kL | kS, 0, 0, 0, "connection", "Instructs the server whether to track the keys in the next request.", "6.0.0"},
+    {"trackinginfo", client_trackinginfo_cmd, 2, kNS | kL | kS, 0, 0, 0, "connection", "Returns information about server-assisted client-side caching for the connection.", "6.2.0"},
     {"help", client_help_cmd, 2, kL | kS, 0, 0, 0, "connection", "Returns helpful text about the different subcommands.", "5.0.0"},
 };
 
