@@ -5,7 +5,7 @@
 // (connections: read, run a batch, write, close), cron.cc, aof_rewrite.cc, info.cc (one
 // function per INFO section), config.cc (the option table), multi.cc (MULTI/EXEC/WATCH),
 // blocking.cc (BLPOP & co., CLIENT PAUSE), pubsub.cc (SUBSCRIBE & co., MONITOR), notify.cc
-// (keyspace notifications), eviction.cc (maxmemory policies), commands_*.cc (the commands).
+// (keyspace notifications), tracking.cc (CLIENT TRACKING), eviction.cc (maxmemory policies), commands_*.cc (the commands).
 #pragma once
 
 #include <atomic>
