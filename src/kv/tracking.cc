@@ -158,6 +158,16 @@ void ServerImpl::tracking_remember_keys(ClientState& c, const CommandEntry* e, s
     auto it = tracking_table_.find(argv[k]);
     if (it == tracking_table_.end()) it = tracking_table_.emplace(std::string(argv[k]), std::vector<uint64_t>()).first;
     auto& ids = it->second;
+    // More ids than tracking clients (c is not among them yet): some belong to clients that
+    // left or stopped tracking.  Dropped here, so a key read by a stream of short-lived
+    // clients holds at most one id per tracking client (Redis keeps them until the key
+    // changes).
+    if (ids.size() >= tracking_ids_.size()) {
+      const size_t before = ids.size();
+      ids.erase(std::remove_if(ids.begin(), ids.end(), [&](uint64_t id) { return tracking_ids_.count(id) == 0; }),
+                ids.end());
+      tracking_items_ -= before - ids.size();
+    }
     auto pos = std::lower_bound(ids.begin(), ids.end(), c.id);
     if (pos != ids.end() && *pos == c.id) continue;
     ids.insert(pos, c.id);

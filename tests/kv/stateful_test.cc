@@ -819,6 +819,16 @@ TEST_P(Stateful, TrackingTableIsBoundedByTrackingTableMaxKeys) {
   for (int i = 0; i < 6; ++i) EXPECT_EQ(push_of(*t).substr(0, 15), ">[\"invalidate\",");
   EXPECT_TRUE(eventually([&] { return info_field("stats", "tracking_total_keys") == 4; }));
   EXPECT_TRUE(t->quiet_for(50));
+  // A key read by a stream of short-lived clients keeps no id of those that left.
+  EXPECT_EQ(f(control_->call({"CONFIG", "SET", "tracking-table-max-keys", "1000000"})), "+OK");
+  for (int i = 0; i < 20; ++i) {
+    auto once = tracker_of(conn(), {});
+    EXPECT_EQ(f(once->call({"GET", "shared"})), "nil");
+  }
+  EXPECT_TRUE(eventually([&] { return info_field("clients", "tracking_clients") == 1; }));
+  EXPECT_EQ(f(t->call({"GET", "shared"})), "nil");
+  EXPECT_EQ(info_field("stats", "tracking_total_keys"), 5);
+  EXPECT_EQ(info_field("stats", "tracking_total_items"), 5);
 }
 
 TEST_P(Stateful, ResetTurnsTrackingOff) {
