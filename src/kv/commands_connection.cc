@@ -301,7 +301,9 @@ void client_unblock_cmd(CommandContext& ctx) {
 
 void client_help_cmd(CommandContext& ctx) {
   reply_help(ctx, "CLIENT",
-             {"GETNAME", "    Return the name of the current connection.", "ID", "    Return the ID of the current connection.",
+             {"CACHING (YES|NO)", "    Enable/disable tracking of the keys for next command in OPTIN/OPTOUT modes.",
+              "GETREDIR", "    Return the client ID we are redirecting to when tracking is enabled.",
+              "GETNAME", "    Return the name of the current connection.", "ID", "    Return the ID of the current connection.",
               "INFO", "    Return information about the current client connection.",
               "KILL <ip:port>", "    Kill connection made from <ip:port>.", "KILL <option> <value> [<option> <value> [...]]",
               "    Kill connections. Options are: ID, TYPE, USER, ADDR, LADDR, SKIPME.",
@@ -310,7 +312,10 @@ void client_help_cmd(CommandContext& ctx) {
               "    Suspend all, or just write, clients for <timeout> milliseconds.", "REPLY (ON|OFF|SKIP)",
               "    Control the replies sent to the current connection.", "SETNAME <name>",
               "    Assign the name <name> to the current connection.", "UNBLOCK <clientid> [TIMEOUT|ERROR]",
-              "    Unblock the specified blocked client.", "NO-EVICT (ON|OFF)",
+              "    Unblock the specified blocked client.",
+              "TRACKING (ON|OFF) [REDIRECT <id>] [BCAST] [PREFIX <prefix> [...]]", "         [OPTIN] [OPTOUT] [NOLOOP]",
+              "    Control server assisted client side caching.", "TRACKINGINFO",
+              "    Report tracking status for the current connection.", "NO-EVICT (ON|OFF)",
               "    Protect current client connection from eviction."});
 }
 
