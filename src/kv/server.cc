@@ -478,9 +478,6 @@ bool ServerImpl::call(ClientState& client, CommandEntry* entry, std::span<const 
     ++stats_.commands_processed;
     if (ctx.dirty > 0) {
       rdb_changes_since_save_ += ctx.dirty;
-      // The next command's maxmemory check measures again (the cache lives a coarse clock
-      // tick, ~4 ms): a write that grew past maxmemory is evicted for before the next command.
-      if (options_.maxmemory > 0) used_memory_at_ms_ = -1;
       if (aof_ && !loading_ && !ctx.propagated) {
         if (exec_active_) begin_exec_propagation();
         aof_->feed(ctx.db->index(), ctx.rewritten ? std::span<const std::string_view>(prop_args_) : argv);

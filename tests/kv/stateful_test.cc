@@ -831,6 +831,25 @@ TEST_P(Stateful, TrackingTableIsBoundedByTrackingTableMaxKeys) {
   EXPECT_EQ(info_field("stats", "tracking_total_items"), 5);
 }
 
+TEST_P(Stateful, TrackingEvictionBeforeACommandIsReportedBeforeItsReply) {
+  auto t = tracker_of(conn(), {});
+  auto w = other_thread(*t);
+  EXPECT_EQ(f(t->call({"SET", "v", "x", "EX", "10000"})), "+OK");
+  EXPECT_EQ(f(t->call({"GET", "v"})), "\"x\"");
+  const int64_t used = info_field("memory", "used_memory");
+  ASSERT_GT(used, 0);
+  EXPECT_EQ(f(control_->call({"CONFIG", "SET", "maxmemory-policy", "volatile-random"})), "+OK");
+  EXPECT_EQ(f(control_->call({"CONFIG", "SET", "maxmemory", std::to_string(used + (512 << 10))})), "+OK");
+  EXPECT_EQ(f(w->call({"SETBIT", "big", "16000000", "1"})), ":0");  // 2 MB past the limit
+  // The memory figure is cached for a coarse clock tick: the next command after it evicts.
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  ASSERT_TRUE(t->send({"PING"}));
+  EXPECT_EQ(push_of(*t), ">[\"invalidate\", [\"v\"]]") << "the eviction before PING, reported before its reply";
+  EXPECT_EQ(f(t->read()), "+PONG");
+  EXPECT_EQ(f(control_->call({"CONFIG", "SET", "maxmemory", "0"})), "+OK");
+  EXPECT_EQ(f(control_->call({"DEL", "big"})), ":1");
+}
+
 TEST_P(Stateful, ResetTurnsTrackingOff) {
   auto t = tracker_of(conn(), {"BCAST", "PREFIX", "p"});
   EXPECT_EQ(info_field("clients", "tracking_clients"), 1);
