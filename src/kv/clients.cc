@@ -85,6 +85,7 @@ void ServerImpl::on_accept(Worker& w, std::unique_ptr<transport::Connection> con
     std::lock_guard<std::mutex> lock(mu_);
     c->state.id = next_client_id_++;
     c->state.conn = c;
+    clients_by_id_[c->state.id] = c;
     c->state.authenticated = options_.requirepass.empty();
     apply_limits_locked(c);
     c->state.created_ms = c->state.last_interaction_ms = coarse_ms_;
@@ -175,7 +176,14 @@ ServerImpl::BatchEnd ServerImpl::run_batch_locked(ClientConn* c, const char* dat
   }
   invalidate_time();
   apply_limits_locked(c);
+  // Messages that reached c before this input (another client's PUBLISH, an invalidation)
+  // go out before its replies.
+  if (!c->inbox.empty()) {
+    c->out.append(c->inbox.data(), c->inbox.size());
+    c->inbox.clear();
+  }
   process_input_locked(c, data, len, from_query);
+  if (tracking_active()) tracking_after_batch_locked();
   c->stats_snap = c->conn->stats();
   const bool unauth = unauthenticated(c);
   if (!c->closed && c->query.size() > query_buffer_limit(options_.limits, unauth)) {
@@ -452,6 +460,7 @@ void ServerImpl::forget_client_locked(ClientState& c) {
   if (c.paused_waiting && conn != nullptr)
     paused_clients_.erase(std::remove(paused_clients_.begin(), paused_clients_.end(), c.id), paused_clients_.end());
   unwatch_all(c);
+  tracking_disable(c);
   c.queued.clear();
   unsubscribe_all(c, false, false);
   unsubscribe_all(c, true, false);
@@ -464,6 +473,7 @@ void ServerImpl::close_client_locked(ClientConn* c, std::string_view why) {
   c->closed = true;
   c->state.conn = c;
   forget_client_locked(c->state);
+  clients_by_id_.erase(c->state.id);
   Worker& w = *c->worker;
   CONDUIT_LOG(kDebug) << "conduit-kv: closing client id=" << c->state.id << " " << c->peer << ": " << why;
   if (c->prev != nullptr) c->prev->next = c->next;
@@ -523,10 +533,8 @@ std::vector<const ClientConn*> ServerImpl::clients() const {
 }
 
 ClientConn* ServerImpl::find_client(uint64_t id) const {
-  for (const auto& w : workers_)
-    for (ClientConn* c = w->clients_head; c != nullptr; c = c->next)
-      if (c->state.id == id && !c->kill_requested) return c;
-  return nullptr;
+  auto it = clients_by_id_.find(id);
+  return it != clients_by_id_.end() && !it->second->kill_requested ? it->second : nullptr;
 }
 
 // Redis 7.0's CLIENT LIST line.  qbuf is the client's unparsed input (for the client
@@ -551,6 +559,9 @@ std::string ServerImpl::client_list_line(const ClientConn& c) const {
   if (s.subscriptions() > 0) flags += 'P';
   if (s.in_multi) flags += 'x';
   if (s.blocked) flags += 'b';
+  if (s.tracking.on) flags += 't';
+  if (s.tracking.broken_redir) flags += 'R';
+  if (s.tracking.bcast) flags += 'B';
   if (s.dirty_cas) flags += 'd';
   if (s.close_after_reply) flags += 'c';
   if (s.no_evict) flags += 'e';
@@ -561,14 +572,15 @@ std::string ServerImpl::client_list_line(const ClientConn& c) const {
   std::snprintf(buf, sizeof buf,
                 "id=%" PRIu64 " addr=%s laddr=%s fd=-1 name=%s age=%" PRId64 " idle=%" PRId64
                 " flags=%s db=%d sub=%zu psub=%zu ssub=0 multi=%lld qbuf=%zu qbuf-free=%zu argv-mem=%zu multi-mem=%" PRIu64
-                " rbs=%zu rbp=0 obl=0 oll=0 omem=%zu tot-mem=%zu events=r%s cmd=%s user=default redir=-1 resp=%d "
+                " rbs=%zu rbp=0 obl=0 oll=0 omem=%zu tot-mem=%zu events=r%s cmd=%s user=default redir=%lld resp=%d "
                 "transport=%s io-thread=%zu",
                 s.id, c.peer.c_str(), c.local.c_str(), s.name.c_str(), (coarse_ms_ - s.created_ms) / 1000,
                 (coarse_ms_ - s.last_interaction_ms) / 1000, flags.c_str(), s.db, s.channels.size(), s.patterns.size(),
                 s.in_multi ? static_cast<long long>(s.queued.size()) : -1LL, qbuf, qcap > qbuf ? qcap - qbuf : 0,
                 argv_mem, s.queued_bytes, qcap, obuf, qcap + ocap + c.inbox.capacity() + sizeof(ClientConn),
                 (own ? c.write_handler_on : c.pub_writing.load(r)) ? "w" : "",
-                s.last_cmd != nullptr ? s.last_cmd->fullname.c_str() : "NULL", s.resp == RespVersion::kResp3 ? 3 : 2,
+                s.last_cmd != nullptr ? s.last_cmd->fullname.c_str() : "NULL",
+                s.tracking.on ? static_cast<long long>(s.tracking.redirect) : -1LL, s.resp == RespVersion::kResp3 ? 3 : 2,
                 c.scheme.c_str(), c.worker->index);
   return buf;
 }

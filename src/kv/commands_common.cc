@@ -197,7 +197,7 @@ void reply_help(CommandContext& ctx, std::string_view cmd, std::initializer_list
 }
 
 void CommandContext::touched(std::string_view key, int d) {
-  if (server.watching_clients_active() || server.blocked_clients() > 0)
+  if (server.watching_clients_active() || server.blocked_clients() > 0 || server.tracking_active())
     server.extra_touched_.emplace_back(d < 0 ? db->index() : d, std::string(key));
 }
 

@@ -299,16 +299,11 @@ void client_unblock_cmd(CommandContext& ctx) {
   ctx.reply.integer(1);
 }
 
-void client_getredir_cmd(CommandContext& ctx) { ctx.reply.integer(-1); }
-
-void client_tracking_cmd(CommandContext& ctx) {
-  if (eq_nocase(ctx.arg(2), "off")) return ctx.reply.ok();
-  ctx.error("ERR conduit-kv does not implement client-side caching (CLIENT TRACKING)");
-}
-
 void client_help_cmd(CommandContext& ctx) {
   reply_help(ctx, "CLIENT",
-             {"GETNAME", "    Return the name of the current connection.", "ID", "    Return the ID of the current connection.",
+             {"CACHING (YES|NO)", "    Enable/disable tracking of the keys for next command in OPTIN/OPTOUT modes.",
+              "GETREDIR", "    Return the client ID we are redirecting to when tracking is enabled.",
+              "GETNAME", "    Return the name of the current connection.", "ID", "    Return the ID of the current connection.",
               "INFO", "    Return information about the current client connection.",
               "KILL <ip:port>", "    Kill connection made from <ip:port>.", "KILL <option> <value> [<option> <value> [...]]",
               "    Kill connections. Options are: ID, TYPE, USER, ADDR, LADDR, SKIPME.",
@@ -317,7 +312,10 @@ void client_help_cmd(CommandContext& ctx) {
               "    Suspend all, or just write, clients for <timeout> milliseconds.", "REPLY (ON|OFF|SKIP)",
               "    Control the replies sent to the current connection.", "SETNAME <name>",
               "    Assign the name <name> to the current connection.", "UNBLOCK <clientid> [TIMEOUT|ERROR]",
-              "    Unblock the specified blocked client.", "NO-EVICT (ON|OFF)",
+              "    Unblock the specified blocked client.",
+              "TRACKING (ON|OFF) [REDIRECT <id>] [BCAST] [PREFIX <prefix> [...]]", "         [OPTIN] [OPTOUT] [NOLOOP]",
+              "    Control server assisted client side caching.", "TRACKINGINFO",
+              "    Report tracking status for the current connection.", "NO-EVICT (ON|OFF)",
               "    Protect current client connection from eviction."});
 }
 
@@ -327,6 +325,7 @@ void reset_cmd(CommandContext& ctx) {
   ServerImpl& s = ctx.server;
   if (c.in_multi) s.discard_multi(c);
   s.unwatch_all(c);
+  s.tracking_disable(c);
   s.unsubscribe_all(c, false, false);
   s.unsubscribe_all(c, true, false);
   if (c.monitor) {
@@ -362,6 +361,8 @@ const CommandDef kClientSubs[] = {
     {"no-evict", client_no_evict_cmd, 3, kA | kNS | kL | kS, 0, 0, 0, "connection", "Sets the client eviction mode of the connection.", "7.0.0"},
     {"getredir", client_getredir_cmd, 2, kNS | kL | kS, 0, 0, 0, "connection", "Returns the client ID to which the connection's tracking notifications are redirected.", "6.0.0"},
     {"tracking", client_tracking_cmd, -3, kNS | kL | kS, 0, 0, 0, "connection", "Controls server-assisted client-side caching for the connection.", "6.0.0"},
+    {"caching", client_caching_cmd, 3, kNS | kL | kS, 0, 0, 0, "connection", "Instructs the server whether to track the keys in the next request.", "6.0.0"},
+    {"trackinginfo", client_trackinginfo_cmd, 2, kNS | kL | kS, 0, 0, 0, "connection", "Returns information about server-assisted client-side caching for the connection.", "6.2.0"},
     {"help", client_help_cmd, 2, kL | kS, 0, 0, 0, "connection", "Returns helpful text about the different subcommands.", "5.0.0"},
 };
 

@@ -18,6 +18,7 @@ void ServerImpl::cron() {
   ++cron_loops_;
   update_ops_sample();
   active_expire_cycle_locked();
+  if (tracking_active()) tracking_after_batch_locked();
   aof_cron_locked();
   if (cron_loops_ % 10 == 0)
     for (auto& d : dbs_) d->table().maybe_shrink();

@@ -106,7 +106,7 @@ struct InfoSections {
     appendf(out, "client_recent_max_input_buffer:%zu", max_in);
     appendf(out, "client_recent_max_output_buffer:%zu", max_out);
     appendf(out, "blocked_clients:%zu", s.blocked_count_);
-    appendf(out, "tracking_clients:0");
+    appendf(out, "tracking_clients:%" PRIu64, s.tracking_clients());
     appendf(out, "clients_in_timeout_table:%zu", timeout_table);
     appendf(out, "pubsub_clients:%zu", pubsub);
   }
@@ -145,6 +145,7 @@ struct InfoSections {
     appendf(out, "maxmemory:%" PRIu64, s.options_.maxmemory);
     appendf(out, "maxmemory_human:%s", human_bytes(s.options_.maxmemory).c_str());
     appendf(out, "maxmemory_policy:%s", policy_name(s.options_.maxmemory_policy));
+    appendf(out, "mem_not_counted_for_evict:0");  // maxmemory applies to all of used_memory
     appendf(out, "mem_aof_buffer:%d", 0);
     appendf(out, "mem_allocator:libc");
     appendf(out, "lazyfree_pending_objects:0");
@@ -192,7 +193,9 @@ struct InfoSections {
     appendf(out, "total_forks:%" PRIu64, s.aof_ ? s.aof_->rewrites() : 0);
     appendf(out, "total_error_replies:%" PRIu64, s.total_error_replies_);
     appendf(out, "total_blocking_keys:%" PRIu64, s.total_blocking_keys_);
-    appendf(out, "tracking_total_keys:0");
+    appendf(out, "tracking_total_keys:%" PRIu64, s.tracking_keys());
+    appendf(out, "tracking_total_items:%" PRIu64, s.tracking_items());
+    appendf(out, "tracking_total_prefixes:%" PRIu64, s.tracking_prefixes());
   }
 
   static void replication(ServerImpl&, std::string* out) {

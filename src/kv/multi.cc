@@ -43,7 +43,8 @@ void ServerImpl::unwatch_all(ClientState& c) {
   c.dirty_cas = false;
 }
 
-void ServerImpl::signal_key(int d, std::string_view key) {
+void ServerImpl::signal_key(int d, std::string_view key, const ClientState* by) {
+  if (tracking_active()) tracking_invalidate_key(key, by);
   if (watching_clients_ > 0) {
     auto& m = watched_keys_[static_cast<size_t>(d)];
     auto it = m.find(key);
@@ -76,6 +77,8 @@ void ServerImpl::signal_key(int d, std::string_view key) {
 // `replaced_with` (SWAPDB's other database, -1 for a flush) brings in, is touched -- except
 // where only logically expired keys come or go.
 void ServerImpl::signal_flush(int d, int replaced_with) {
+  // Client-side caching is not per database: any flush invalidates everything (Redis).
+  if (replaced_with < 0) tracking_invalidate_all();
   if (watching_clients_ == 0) return;
   for (int i = 0; i < num_dbs(); ++i) {
     if (d >= 0 && i != d) continue;

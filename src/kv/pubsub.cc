@@ -24,17 +24,24 @@ namespace conduit::kv {
 
 ReplyWriter ServerImpl::deliver_writer(ClientConn* c) { return ReplyWriter(&c->inbox, c->state.resp); }
 
+// What a client may have queued by other threads: a subscriber the pubsub class' hard
+// limit; any other client (a tracking client's invalidations, a blocked command's reply)
+// the normal class' -- except MONITOR clients (Redis' replica class, unlimited here).
 uint64_t ServerImpl::pubsub_budget(const ClientConn* c) const {
-  if (c->state.subscriptions() == 0 || options_.pubsub_hard_limit == 0) return 0;
-  return options_.pubsub_hard_limit + kUncountedOutput;
+  if (c->state.subscriptions() > 0)
+    return options_.pubsub_hard_limit == 0 ? 0 : options_.pubsub_hard_limit + kUncountedOutput;
+  if (c->state.monitor || options_.output_hard_limit == 0) return 0;
+  return options_.output_hard_limit + kUncountedOutput;
 }
 
 void ServerImpl::deliver_done(ClientConn* c) {
   if (c->inbox.empty() || c->closed || c->kill_requested) return;
   const uint64_t budget = pubsub_budget(c);
   if (budget > 0 && c->inbox.size() + c->pub_obuf.load(std::memory_order_relaxed) > budget) {
-    CONDUIT_LOG(kWarn) << "conduit-kv: closing subscriber id=" << c->state.id << " " << c->peer
-                       << ": unsent messages exceed client-output-buffer-limit pubsub " << options_.pubsub_hard_limit;
+    const bool sub = c->state.subscriptions() > 0;
+    CONDUIT_LOG(kWarn) << "conduit-kv: closing " << (sub ? "subscriber" : "client") << " id=" << c->state.id << " "
+                       << c->peer << ": unsent messages exceed client-output-buffer-limit "
+                       << (sub ? "pubsub " : "normal ") << (sub ? options_.pubsub_hard_limit : options_.output_hard_limit);
     c->inbox.release();
     return kill_client(c);
   }

@@ -363,6 +363,23 @@ bool runs_in_multi(const CommandEntry* e) {
 bool ServerImpl::execute(ClientState& client, std::span<const std::string_view> argv, ReplyWriter& reply) {
   bool unknown_sub = false;
   CommandEntry* entry = resolve(argv, &unknown_sub);
+  // The running client (CLIENT TRACKING's deliveries); CLIENT CACHING's flag lasts for
+  // one command, or one transaction (Redis' resetClient).
+  struct Current {
+    ServerImpl& s;
+    ClientState& c;
+    const CommandEntry* e;
+    ClientState* prev_client;
+    ReplyWriter* prev_reply;
+    ~Current() {
+      s.cur_client_ = prev_client;
+      s.cur_reply_ = prev_reply;
+      const CommandEntry* top = e != nullptr && e->parent != nullptr ? e->parent : e;
+      if (!c.in_multi && (top == nullptr || top->fullname != "client")) c.tracking.caching = false;
+    }
+  } current{*this, client, entry, cur_client_, cur_reply_};
+  cur_client_ = &client;
+  cur_reply_ = &reply;
   auto reject = [&](CommandEntry* e, std::string_view err) {
     if (client.in_multi) client.multi_error = true;
     if (e != nullptr) ++e->stats.rejected;
@@ -440,6 +457,12 @@ bool ServerImpl::call(ClientState& client, CommandEntry* entry, std::span<const 
   const CommandDef* cmd = entry->def;
   CommandContext ctx{*this, client, dbs_[static_cast<size_t>(client.db)].get(), reply, argv, cmd, entry};
   client.last_cmd = entry;
+  ClientState* const saved_client = cur_client_;
+  ReplyWriter* const saved_reply = cur_reply_;
+  if (call_depth_++ == 0) {
+    cur_client_ = &client;
+    cur_reply_ = &reply;
+  }
   ByteBuffer* saved = nullptr;
   ByteBuffer discard;
   if (client.reply_mode != ReplyMode::kOn && (cmd->flags & kCmdPushes) != 0) {
@@ -459,10 +482,10 @@ bool ServerImpl::call(ClientState& client, CommandEntry* entry, std::span<const 
         if (exec_active_) begin_exec_propagation();
         aof_->feed(ctx.db->index(), ctx.rewritten ? std::span<const std::string_view>(prop_args_) : argv);
       }
-      if ((watching_clients_ > 0 || blocked_count_ > 0) && (cmd->flags & kCmdTouchesOwnKeys) == 0) {
+      if ((watching_clients_ > 0 || blocked_count_ > 0 || tracking_active()) && (cmd->flags & kCmdTouchesOwnKeys) == 0) {
         std::vector<size_t> keys;
         entry->keys(argv, &keys);
-        for (size_t k : keys) signal_key(ctx.db->index(), argv[k]);
+        for (size_t k : keys) signal_key(ctx.db->index(), argv[k], &client);
       }
     }
   } catch (const std::bad_alloc&) {
@@ -470,8 +493,16 @@ bool ServerImpl::call(ClientState& client, CommandEntry* entry, std::span<const 
   } catch (const std::length_error&) {
     out_of_memory_locked(cmd, reply);
   }
-  for (const auto& [d, k] : extra_touched_) signal_key(d, k);
+  for (const auto& [d, k] : extra_touched_) signal_key(d, k, &client);
   extra_touched_.clear();
+  // CLIENT TRACKING: the keys a read-only command looked at (Redis' call()).
+  if ((cmd->flags & kCmdReadonly) != 0 && client.tracking.on && !client.tracking.bcast) {
+    try {
+      tracking_remember_keys(client, entry, argv);
+    } catch (const std::bad_alloc&) {
+      out_of_memory_locked(cmd, reply);
+    }
+  }
   // As Redis 7.0's call(): MONITOR sees a command once it ran, so the commands of an EXEC
   // come between MULTI and EXEC (queued ones are not shown when queued); a blocked
   // command tried again for its waiter is not shown twice.
@@ -500,6 +531,15 @@ bool ServerImpl::call(ClientState& client, CommandEntry* entry, std::span<const 
   if (ctx.rewritten) {
     prop_args_.clear();
     prop_storage_.clear();
+  }
+  if (--call_depth_ == 0) {
+    // Invalidations for this client follow its reply (EXEC's as a whole), as Redis 7.0.
+    if (tracking_pending_.size() > 0) {
+      reply.raw(std::string_view(tracking_pending_.data(), tracking_pending_.size()));
+      tracking_pending_.clear();
+    }
+    cur_client_ = saved_client;
+    cur_reply_ = saved_reply;
   }
   return ctx.blocked;
 }
@@ -532,7 +572,8 @@ void ServerImpl::expire_entry(Database& db, Entry* e) {
   ++stats_.expired_keys;
   const std::string_view args[2] = {"DEL", e->key()};
   propagate(db.index(), args);
-  if (watching_clients_ == 0 && (options_.notify_keyspace_events & kNotifyExpired) == 0) return db.remove(e);
+  if (watching_clients_ == 0 && !tracking_active() && (options_.notify_keyspace_events & kNotifyExpired) == 0)
+    return db.remove(e);
   const std::string key(e->key());
   db.remove(e);
   notify(kNotifyExpired, "expired", key, db.index());

@@ -5,7 +5,7 @@
 // (connections: read, run a batch, write, close), cron.cc, aof_rewrite.cc, info.cc (one
 // function per INFO section), config.cc (the option table), multi.cc (MULTI/EXEC/WATCH),
 // blocking.cc (BLPOP & co., CLIENT PAUSE), pubsub.cc (SUBSCRIBE & co., MONITOR), notify.cc
-// (keyspace notifications), eviction.cc (maxmemory policies), commands_*.cc (the commands).
+// (keyspace notifications), tracking.cc (CLIENT TRACKING), eviction.cc (maxmemory policies), commands_*.cc (the commands).
 #pragma once
 
 #include <atomic>
@@ -98,6 +98,11 @@ std::span<const CommandDef> server_commands();
 std::span<const CommandDef> connection_commands();
 std::span<const CommandDef> multi_commands();
 std::span<const CommandDef> pubsub_commands();
+// CLIENT TRACKING / CACHING / GETREDIR / TRACKINGINFO (tracking.cc).
+void client_tracking_cmd(CommandContext& ctx);
+void client_caching_cmd(CommandContext& ctx);
+void client_getredir_cmd(CommandContext& ctx);
+void client_trackinginfo_cmd(CommandContext& ctx);
 
 // INFO commandstats.
 struct CommandStats {
@@ -146,6 +151,19 @@ struct BlockState {
 
 enum class ReplyMode : uint8_t { kOn, kOff, kSkipNext, kSkipThis };
 
+// CLIENT TRACKING's state of one client (tracking.cc).
+struct TrackingState {
+  bool on = false;
+  bool bcast = false;
+  bool optin = false;
+  bool optout = false;
+  bool noloop = false;
+  bool caching = false;       // CLIENT CACHING YES (optin) / NO (optout) for the next command
+  bool broken_redir = false;  // the redirect client was gone when a message was due
+  uint64_t redirect = 0;      // client id, 0 = none
+  std::set<std::string, std::less<>> prefixes;  // BCAST
+};
+
 // What a command knows about the client that sent it.  The AOF loader uses one with
 // `internal` set (no connection).  Guarded by ServerImpl::mu_ (commands run under it).
 struct ClientState {
@@ -180,6 +198,7 @@ struct ClientState {
   std::set<std::string, std::less<>> patterns;
   size_t subscriptions() const { return channels.size() + patterns.size(); }
   bool paused_waiting = false;  // held by CLIENT PAUSE until it ends
+  TrackingState tracking;
 };
 
 struct CommandContext {
@@ -380,7 +399,9 @@ class ServerImpl {
   // --- keys changed: WATCH and blocked clients (multi.cc, blocking.cc; mu_ held) -------
   // A write changed `key` of `db`: watchers' EXEC fails, clients blocked on it are served
   // after the command.  Cheap when nobody watches or blocks.
-  void signal_key(int db, std::string_view key);
+  // `by`: the client whose command changed it (null: an expiry, an eviction), for
+  // CLIENT TRACKING's NOLOOP.
+  void signal_key(int db, std::string_view key, const ClientState* by = nullptr);
   // FLUSHDB / FLUSHALL (db -1 = all) / SWAPDB (replaced_with = the other db): the watched
   // keys of db that existed, or that replaced_with brings in.
   void signal_flush(int db, int replaced_with = -1);
@@ -430,6 +451,32 @@ class ServerImpl {
   // returned writer's buffer.
   ReplyWriter deliver_writer(ClientConn* c);
   void deliver_done(ClientConn* c);
+
+  // --- client-side caching: CLIENT TRACKING (tracking.cc; mu_ held) -----------------------
+  // Whether a key change has anything to do: keys remembered or BCAST prefixes.
+  bool tracking_active() const { return !tracking_table_.empty() || !prefix_table_.empty(); }
+  struct TrackingOptions {
+    bool bcast = false, optin = false, optout = false, noloop = false;
+  };
+  // CLIENT TRACKING ON (options already checked, prefixes free of overlaps) / OFF.
+  void tracking_enable(ClientState& c, uint64_t redirect, TrackingOptions o, std::span<const std::string_view> prefixes);
+  void tracking_disable(ClientState& c);
+  // A BCAST prefix overlapping one of c's or another of `prefixes`: Redis' error, else "".
+  std::string tracking_prefix_collision(const ClientState& c, std::span<const std::string_view> prefixes) const;
+  // After a read-only command of a tracking client: remembers the keys it read.
+  void tracking_remember_keys(ClientState& c, const CommandEntry* e, std::span<const std::string_view> argv);
+  // `key` changed (by the command of client `by`, or by expiry/eviction when null);
+  // `bcast` false: forgotten by the table's bound (BCAST clients are not told).
+  void tracking_invalidate_key(std::string_view key, const ClientState* by, bool bcast = true);
+  // FLUSHDB / FLUSHALL: a null invalidation to every tracking client, the table emptied.
+  void tracking_invalidate_all();
+  // After a batch of commands and in the cron (Redis' beforeSleep): BCAST messages for the
+  // keys changed since, and the table brought back under tracking-table-max-keys.
+  void tracking_after_batch_locked();
+  uint64_t tracking_clients() const { return tracking_ids_.size(); }
+  uint64_t tracking_keys() const { return tracking_table_.size(); }
+  uint64_t tracking_items() const { return tracking_items_; }
+  uint64_t tracking_prefixes() const { return prefix_table_.size(); }
 
   // --- server features the commands reach (mu_ held) -------------------------------------
   std::string info(std::string_view sections);
@@ -593,6 +640,31 @@ class ServerImpl {
   std::unordered_map<std::string, std::vector<ClientConn*>, StrHash, std::equal_to<>> channels_;
   std::vector<std::pair<std::string, ClientConn*>> patterns_;
   uint64_t lfu_clock_base_ = 0;
+  // All clients by id (CLIENT TRACKING's REDIRECT, find_client).
+  std::unordered_map<uint64_t, ClientConn*> clients_by_id_;
+  // CLIENT TRACKING (tracking.cc).  Default mode: key -> ids of the clients that read it
+  // (sorted); ids are not removed when a client stops tracking (as Redis: the next
+  // invalidation of the key drops them), the table is bounded by tracking-table-max-keys.
+  std::unordered_map<std::string, std::vector<uint64_t>, StrHash, std::equal_to<>> tracking_table_;
+  uint64_t tracking_items_ = 0;
+  // BCAST: prefix -> its clients and the keys changed since the last broadcast (key -> id
+  // of the client that changed it last, 0 = none: NOLOOP).
+  struct BcastState {
+    std::vector<ClientState*> clients;
+    std::map<std::string, uint64_t, std::less<>> keys;
+  };
+  std::map<std::string, BcastState, std::less<>> prefix_table_;
+  std::map<uint64_t, ClientState*> tracking_ids_;  // tracking clients, oldest first
+  // The client whose command runs (execute/call) and where its replies go: invalidations
+  // for it wait in tracking_pending_ until its command (or EXEC) has replied.
+  ClientState* cur_client_ = nullptr;
+  ReplyWriter* cur_reply_ = nullptr;
+  int call_depth_ = 0;
+  ByteBuffer tracking_pending_;
+  template <typename F>
+  void tracking_deliver(ClientState& to, F&& write);
+  template <typename F>
+  void tracking_send(ClientState& c, F&& value);
 
   // Rewrite child watch (worker 0's loop).
   struct PipeWatch : reactor::FdHandler {

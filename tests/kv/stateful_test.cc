@@ -1,5 +1,5 @@
 // Commands whose effect outlives their request: the blocking family, WATCH, pub/sub,
-// MONITOR and CLIENT PAUSE -- each with one io thread and with four, where the waiter and
+// MONITOR, CLIENT PAUSE and CLIENT TRACKING -- each with one io thread and with four, where the waiter and
 // the client that wakes it are on different threads whenever the kernel's spread allows
 // (other_thread() looks for such a connection).  Waits are bounded; "still blocked" is
 // checked through INFO's blocked_clients plus a short quiet period, never a sleep alone.
@@ -8,6 +8,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -611,6 +612,261 @@ TEST_P(Stateful, ExpiryEvictionNewKeysKeymissAndExecNotify) {
   EXPECT_EQ(f(control_->call({"CONFIG", "SET", "maxmemory", "1"})), "+OK");
   expect_events({"evicted victim"});
   EXPECT_EQ(f(control_->call({"CONFIG", "SET", "maxmemory", "0"})), "+OK");
+}
+
+// --- client-side caching (CLIENT TRACKING) ---------------------------------------------------
+
+// A RESP3 client: HELLO 3 and CLIENT TRACKING with `opts`.
+std::unique_ptr<RespConn> tracker_of(std::unique_ptr<RespConn> c, std::vector<std::string> opts) {
+  auto hello = c->call({"HELLO", "3"});
+  EXPECT_TRUE(hello && hello->type == ReplyType::kMap) << f(hello);
+  std::vector<std::string> argv{"CLIENT", "TRACKING", "ON"};
+  argv.insert(argv.end(), opts.begin(), opts.end());
+  EXPECT_EQ(f(c->call(argv)), "+OK");
+  return c;
+}
+
+// The next message of c, which must be a RESP3 push.
+std::string push_of(RespConn& c) {
+  auto m = c.read();
+  if (!m) return "(none)";
+  return (m->type == ReplyType::kPush ? ">" : "not a push: ") + fmt(*m);
+}
+
+TEST_P(Stateful, TrackingResp3PushesInvalidationsOfKeysRead) {
+  auto t = tracker_of(conn(), {});
+  auto w = other_thread(*t);
+  EXPECT_EQ(f(w->call({"MSET", "k", "1", "unread", "1"})), "+OK");
+  EXPECT_EQ(f(t->call({"GET", "k"})), "\"1\"");
+  EXPECT_EQ(info_field("clients", "tracking_clients"), 1);
+  EXPECT_EQ(info_field("stats", "tracking_total_keys"), 1);
+  EXPECT_EQ(info_field("stats", "tracking_total_items"), 1);
+  EXPECT_EQ(f(w->call({"INCR", "unread"})), ":2");
+  EXPECT_EQ(f(w->call({"INCR", "k"})), ":2");
+  EXPECT_EQ(push_of(*t), ">[\"invalidate\", [\"k\"]]") << "only the key read, from another thread";
+  EXPECT_TRUE(t->quiet_for(50));
+  EXPECT_EQ(info_field("stats", "tracking_total_keys"), 0) << "an invalidated key is forgotten";
+  EXPECT_EQ(f(w->call({"INCR", "k"})), ":3");
+  EXPECT_TRUE(t->quiet_for(50)) << "one invalidation per read";
+  // Its own write: the invalidation follows the reply (and EXEC's reply as a whole).
+  EXPECT_EQ(f(t->call({"GET", "k"})), "\"3\"");
+  EXPECT_EQ(f(t->call({"MULTI"})), "+OK");
+  EXPECT_EQ(f(t->call({"INCR", "k"})), "+QUEUED");
+  EXPECT_EQ(f(t->call({"GET", "k"})), "+QUEUED");
+  EXPECT_EQ(f(t->call({"EXEC"})), "[:4, \"4\"]");
+  EXPECT_EQ(push_of(*t), ">[\"invalidate\", [\"k\"]]");
+  // Expiry invalidates too.
+  EXPECT_EQ(f(t->call({"SET", "e", "v", "PX", "30"})), "+OK");
+  EXPECT_EQ(f(t->call({"GET", "e"})), "\"v\"");
+  EXPECT_EQ(push_of(*t), ">[\"invalidate\", [\"e\"]]");
+  auto list = t->call({"CLIENT", "INFO"});
+  ASSERT_TRUE(list);
+  EXPECT_NE(list->str.find(" flags=t "), std::string::npos) << list->str;
+  EXPECT_NE(list->str.find(" redir=0 "), std::string::npos) << list->str;
+}
+
+TEST_P(Stateful, TrackingRedirectsToAResp2SubscriberAndReportsItsLoss) {
+  auto redir = conn();
+  auto id = redir->call({"CLIENT", "ID"});
+  ASSERT_TRUE(id);
+  const std::string rid = std::to_string(id->integer);
+  EXPECT_EQ(f(redir->call({"SUBSCRIBE", "__redis__:invalidate"})), "[\"subscribe\", \"__redis__:invalidate\", :1]");
+  auto t = other_thread(*redir);  // RESP2: it can be told only through the redirect
+  EXPECT_EQ(f(t->call({"CLIENT", "TRACKING", "ON", "REDIRECT", "999999"})),
+            "-ERR The client ID you want redirect to does not exist");
+  EXPECT_EQ(f(t->call({"CLIENT", "TRACKING", "ON", "REDIRECT", rid, "REDIRECT", rid})),
+            "-ERR A client can only redirect to a single other client");
+  EXPECT_EQ(f(t->call({"CLIENT", "TRACKING", "ON", "REDIRECT", rid})), "+OK");
+  EXPECT_EQ(f(t->call({"CLIENT", "GETREDIR"})), ":" + rid);
+  auto info = t->call({"CLIENT", "INFO"});
+  ASSERT_TRUE(info);
+  EXPECT_NE(info->str.find(" redir=" + rid + " "), std::string::npos) << info->str;
+  EXPECT_EQ(f(t->call({"MGET", "a", "b"})), "[nil, nil]");
+  auto w = conn();
+  EXPECT_EQ(f(w->call({"SET", "a", "1"})), "+OK");
+  EXPECT_EQ(f(redir->read()), "[\"message\", \"__redis__:invalidate\", [\"a\"]]");
+  EXPECT_EQ(f(w->call({"FLUSHALL"})), "+OK");
+  EXPECT_EQ(f(redir->read()), "[\"message\", \"__redis__:invalidate\", nil]") << "a flush invalidates everything";
+  // The redirect client goes: a RESP3 tracker is told at its next invalidation.
+  redir.reset();
+  EXPECT_TRUE(eventually([&] { return info_field("clients", "connected_clients") == 3; }));
+  auto hello = t->call({"HELLO", "3"});
+  ASSERT_TRUE(hello && hello->type == ReplyType::kMap) << f(hello);
+  EXPECT_EQ(f(t->call({"GET", "a"})), "nil");
+  EXPECT_EQ(f(w->call({"SET", "a", "2"})), "+OK");
+  EXPECT_EQ(push_of(*t), ">[\"tracking-redir-broken\", :" + rid + "]");
+  auto ti = t->call({"CLIENT", "TRACKINGINFO"});
+  EXPECT_EQ(f(ti), "{\"flags\": [\"on\", \"broken_redirect\"], \"redirect\": :" + rid + ", \"prefixes\": []}");
+  info = t->call({"CLIENT", "INFO"});
+  ASSERT_TRUE(info);
+  EXPECT_NE(info->str.find(" flags=tR "), std::string::npos) << info->str;
+}
+
+TEST_P(Stateful, TrackingBcastSendsOneMessagePerPrefixAfterTheBatch) {
+  auto t = conn();
+  EXPECT_EQ(f(t->call({"CLIENT", "TRACKING", "ON", "PREFIX", "a:"})),
+            "-ERR PREFIX option requires BCAST mode to be enabled");
+  EXPECT_EQ(f(t->call({"CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "ab", "PREFIX", "a"})),
+            "-ERR Prefix 'ab' overlaps with another provided prefix 'a'. Prefixes for a single client must not overlap.");
+  EXPECT_EQ(f(t->call({"CLIENT", "TRACKING", "ON", "BCAST", "OPTIN"})),
+            "-ERR OPTIN and OPTOUT are not compatible with BCAST");
+  t = tracker_of(std::move(t), {"BCAST", "PREFIX", "a:", "PREFIX", "b:"});
+  EXPECT_EQ(f(t->call({"CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "a:x"})),
+            "-ERR Prefix 'a:x' overlaps with an existing prefix 'a:'. Prefixes for a single client must not overlap.");
+  EXPECT_EQ(f(t->call({"CLIENT", "TRACKING", "ON"})),
+            "-ERR You can't switch BCAST mode on/off before disabling tracking for this client, and then re-enabling "
+            "it with a different mode.");
+  EXPECT_EQ(info_field("stats", "tracking_total_prefixes"), 2);
+  auto w = other_thread(*t);
+  EXPECT_EQ(f(w->call({"MULTI"})), "+OK");
+  for (const char* k : {"a:2", "a:1", "b:1", "c:1"}) EXPECT_EQ(f(w->call({"INCR", k})), "+QUEUED");
+  EXPECT_EQ(f(w->call({"EXEC"})), "[:1, :1, :1, :1]");
+  EXPECT_EQ(push_of(*t), ">[\"invalidate\", [\"a:1\", \"a:2\"]]");
+  EXPECT_EQ(push_of(*t), ">[\"invalidate\", [\"b:1\"]]");
+  EXPECT_TRUE(t->quiet_for(50)) << "c:1 is under no prefix";
+  EXPECT_EQ(f(t->call({"CLIENT", "TRACKINGINFO"})),
+            "{\"flags\": [\"on\", \"bcast\"], \"redirect\": :0, \"prefixes\": [\"a:\", \"b:\"]}");
+  auto info = t->call({"CLIENT", "INFO"});
+  ASSERT_TRUE(info);
+  EXPECT_NE(info->str.find(" flags=tB "), std::string::npos) << info->str;
+  EXPECT_EQ(f(t->call({"CLIENT", "TRACKING", "OFF"})), "+OK");
+  EXPECT_EQ(info_field("stats", "tracking_total_prefixes"), 0);
+}
+
+TEST_P(Stateful, TrackingOptinAndOptoutFollowClientCaching) {
+  auto t = conn();
+  EXPECT_EQ(f(t->call({"CLIENT", "CACHING", "YES"})),
+            "-ERR CLIENT CACHING can be called only when the client is in tracking mode with OPTIN or OPTOUT mode "
+            "enabled");
+  EXPECT_EQ(f(t->call({"CLIENT", "TRACKING", "ON", "OPTIN", "OPTOUT"})), "-ERR You can't use both OPTIN and OPTOUT");
+  t = tracker_of(std::move(t), {"OPTIN"});
+  EXPECT_EQ(f(t->call({"CLIENT", "CACHING", "NO"})),
+            "-ERR CLIENT CACHING NO is only valid when tracking is enabled in OPTOUT mode.");
+  auto w = other_thread(*t);
+  EXPECT_EQ(f(t->call({"GET", "k1"})), "nil");  // not cached without CACHING YES
+  EXPECT_EQ(f(t->call({"CLIENT", "CACHING", "YES"})), "+OK");
+  EXPECT_EQ(f(t->call({"GET", "k2"})), "nil");
+  EXPECT_EQ(f(t->call({"GET", "k3"})), "nil");  // CACHING YES lasted one command
+  EXPECT_EQ(f(w->call({"MSET", "k1", "1", "k2", "2", "k3", "3"})), "+OK");
+  EXPECT_EQ(push_of(*t), ">[\"invalidate\", [\"k2\"]]");
+  EXPECT_TRUE(t->quiet_for(50));
+  EXPECT_EQ(f(t->call({"CLIENT", "TRACKING", "ON", "OPTOUT"})),
+            "-ERR You can't switch OPTIN/OPTOUT mode before disabling tracking for this client, and then re-enabling "
+            "it with a different mode.");
+  EXPECT_EQ(f(t->call({"CLIENT", "TRACKING", "OFF"})), "+OK");
+  EXPECT_EQ(f(t->call({"CLIENT", "TRACKING", "ON", "OPTOUT"})), "+OK");
+  EXPECT_EQ(f(t->call({"CLIENT", "CACHING", "NO"})), "+OK");
+  EXPECT_EQ(f(t->call({"CLIENT", "TRACKINGINFO"})),
+            "{\"flags\": [\"on\", \"optout\", \"caching-no\"], \"redirect\": :0, \"prefixes\": []}");
+  EXPECT_EQ(f(t->call({"GET", "k1"})), "\"1\"");  // not cached: CACHING NO
+  EXPECT_EQ(f(t->call({"GET", "k3"})), "\"3\"");
+  EXPECT_EQ(f(w->call({"MSET", "k1", "x", "k3", "x"})), "+OK");
+  EXPECT_EQ(push_of(*t), ">[\"invalidate\", [\"k3\"]]");
+  EXPECT_TRUE(t->quiet_for(50));
+}
+
+TEST_P(Stateful, TrackingNoloopSkipsTheClientsOwnWrites) {
+  auto t = tracker_of(conn(), {"NOLOOP"});
+  auto w = other_thread(*t);
+  EXPECT_EQ(f(t->call({"MGET", "mine", "theirs"})), "[nil, nil]");
+  EXPECT_EQ(f(t->call({"SET", "mine", "1"})), "+OK");
+  EXPECT_EQ(f(w->call({"SET", "theirs", "1"})), "+OK");
+  EXPECT_EQ(push_of(*t), ">[\"invalidate\", [\"theirs\"]]");
+  EXPECT_TRUE(t->quiet_for(50));
+  // BCAST with NOLOOP: the broadcast leaves out what the client changed itself.
+  EXPECT_EQ(f(t->call({"CLIENT", "TRACKING", "OFF"})), "+OK");
+  EXPECT_EQ(f(t->call({"CLIENT", "TRACKING", "ON", "BCAST", "NOLOOP"})), "+OK");
+  EXPECT_EQ(f(t->call({"SET", "mine", "2"})), "+OK");
+  EXPECT_EQ(f(w->call({"SET", "theirs", "2"})), "+OK");
+  EXPECT_EQ(push_of(*t), ">[\"invalidate\", [\"theirs\"]]");
+  EXPECT_TRUE(t->quiet_for(50));
+}
+
+TEST_P(Stateful, TrackingFlushSendsANullInvalidation) {
+  auto t = tracker_of(conn(), {});
+  auto w = other_thread(*t);
+  EXPECT_EQ(f(t->call({"MGET", "a", "b"})), "[nil, nil]");
+  EXPECT_EQ(info_field("stats", "tracking_total_keys"), 2);
+  EXPECT_EQ(f(w->call({"SELECT", "3"})), "+OK");
+  EXPECT_EQ(f(w->call({"FLUSHDB"})), "+OK");  // any database: the keys are not per database
+  EXPECT_EQ(push_of(*t), ">[\"invalidate\", nil]");
+  EXPECT_EQ(info_field("stats", "tracking_total_keys"), 0);
+  // Its own FLUSHALL inside MULTI: EXEC's reply first.
+  EXPECT_EQ(f(t->call({"MULTI"})), "+OK");
+  EXPECT_EQ(f(t->call({"FLUSHALL"})), "+QUEUED");
+  EXPECT_EQ(f(t->call({"EXEC"})), "[+OK]");
+  EXPECT_EQ(push_of(*t), ">[\"invalidate\", nil]");
+}
+
+TEST_P(Stateful, TrackingTableIsBoundedByTrackingTableMaxKeys) {
+  EXPECT_EQ(f(control_->call({"CONFIG", "SET", "tracking-table-max-keys", "10"})), "+OK");
+  auto t = tracker_of(conn(), {});
+  std::vector<std::string> mget{"MGET"};
+  for (int i = 0; i < 50; ++i) mget.push_back("key" + std::to_string(i));
+  auto r = t->call(mget);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->elements.size(), 50u);
+  // The 40 keys over the bound are forgotten, each with its invalidation.
+  std::set<std::string> told;
+  for (int i = 0; i < 40; ++i) {
+    auto m = t->read();
+    ASSERT_TRUE(m && m->type == ReplyType::kPush && m->elements.size() == 2) << f(m);
+    ASSERT_EQ(m->elements[1].elements.size(), 1u);
+    told.insert(m->elements[1].elements[0].str);
+  }
+  EXPECT_EQ(told.size(), 40u);
+  EXPECT_TRUE(t->quiet_for(50));
+  EXPECT_EQ(info_field("stats", "tracking_total_keys"), 10);
+  EXPECT_EQ(f(control_->call({"CONFIG", "GET", "tracking-table-max-keys"})), "[\"tracking-table-max-keys\", \"10\"]");
+  EXPECT_EQ(f(control_->call({"CONFIG", "SET", "tracking-table-max-keys", "4"})), "+OK");
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(push_of(*t).substr(0, 15), ">[\"invalidate\",");
+  EXPECT_TRUE(eventually([&] { return info_field("stats", "tracking_total_keys") == 4; }));
+  EXPECT_TRUE(t->quiet_for(50));
+  // A key read by a stream of short-lived clients keeps no id of those that left.
+  EXPECT_EQ(f(control_->call({"CONFIG", "SET", "tracking-table-max-keys", "1000000"})), "+OK");
+  for (int i = 0; i < 20; ++i) {
+    auto once = tracker_of(conn(), {});
+    EXPECT_EQ(f(once->call({"GET", "shared"})), "nil");
+  }
+  EXPECT_TRUE(eventually([&] { return info_field("clients", "tracking_clients") == 1; }));
+  EXPECT_EQ(f(t->call({"GET", "shared"})), "nil");
+  EXPECT_EQ(info_field("stats", "tracking_total_keys"), 5);
+  EXPECT_EQ(info_field("stats", "tracking_total_items"), 5);
+}
+
+TEST_P(Stateful, TrackingEvictionBeforeACommandIsReportedBeforeItsReply) {
+  auto t = tracker_of(conn(), {});
+  auto w = other_thread(*t);
+  EXPECT_EQ(f(t->call({"SET", "v", "x", "EX", "10000"})), "+OK");
+  EXPECT_EQ(f(t->call({"GET", "v"})), "\"x\"");
+  const int64_t used = info_field("memory", "used_memory");
+  ASSERT_GT(used, 0);
+  EXPECT_EQ(f(control_->call({"CONFIG", "SET", "maxmemory-policy", "volatile-random"})), "+OK");
+  EXPECT_EQ(f(control_->call({"CONFIG", "SET", "maxmemory", std::to_string(used + (512 << 10))})), "+OK");
+  EXPECT_EQ(f(w->call({"SETBIT", "big", "16000000", "1"})), ":0");  // 2 MB past the limit
+  // The memory figure is cached for a coarse clock tick: the next command after it evicts.
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  ASSERT_TRUE(t->send({"PING"}));
+  EXPECT_EQ(push_of(*t), ">[\"invalidate\", [\"v\"]]") << "the eviction before PING, reported before its reply";
+  EXPECT_EQ(f(t->read()), "+PONG");
+  EXPECT_EQ(f(control_->call({"CONFIG", "SET", "maxmemory", "0"})), "+OK");
+  EXPECT_EQ(f(control_->call({"DEL", "big"})), ":1");
+}
+
+TEST_P(Stateful, ResetTurnsTrackingOff) {
+  auto t = tracker_of(conn(), {"BCAST", "PREFIX", "p"});
+  EXPECT_EQ(info_field("clients", "tracking_clients"), 1);
+  EXPECT_EQ(f(t->call({"RESET"})), "+RESET");
+  auto info = t->call({"CLIENT", "INFO"});
+  ASSERT_TRUE(info);
+  EXPECT_NE(info->str.find(" flags=N "), std::string::npos) << info->str;
+  EXPECT_NE(info->str.find(" redir=-1 "), std::string::npos) << info->str;
+  EXPECT_EQ(f(t->call({"CLIENT", "GETREDIR"})), ":-1");
+  EXPECT_EQ(info_field("clients", "tracking_clients"), 0);
+  EXPECT_EQ(info_field("stats", "tracking_total_prefixes"), 0);
+  auto w = other_thread(*t);
+  EXPECT_EQ(f(w->call({"SET", "p1", "v"})), "+OK");
+  EXPECT_TRUE(t->quiet_for(50));
 }
 
 INSTANTIATE_TEST_SUITE_P(IoThreads, Stateful, ::testing::Values(1, 4),

@@ -125,6 +125,9 @@ struct ServerOptions {
   uint32_t hz = 10;                  // hz: cron frequency (active expiry, client checks)
   uint64_t latency_monitor_threshold_ms = 0;  // latency-monitor-threshold (0 = off)
   uint32_t notify_keyspace_events = 0;  // notify-keyspace-events: KeyspaceEvents bits (0 = off)
+  // tracking-table-max-keys: keys remembered for CLIENT TRACKING's default mode; past it
+  // keys are forgotten with an invalidation (0 = no limit, as in Redis).
+  uint64_t tracking_table_max_keys = 1000000;
 
   bool appendonly = false;           // appendonly
   AppendFsync appendfsync = AppendFsync::kEverysec;  // appendfsync

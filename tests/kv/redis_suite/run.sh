@@ -20,7 +20,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 kv_bin="" redis_bin="" work="" check=0 file_timeout=240
 files="unit/type/string unit/type/incr unit/type/list unit/type/hash unit/type/set unit/type/zset unit/sort
        unit/keyspace unit/expire unit/protocol unit/info-command unit/introspection unit/querybuf unit/other unit/auth
-       unit/multi unit/pubsub"
+       unit/multi unit/pubsub unit/tracking"
 while [[ $# -gt 0 ]]; do
   case $1 in
     --kv) kv_bin=$2; shift 2 ;;
