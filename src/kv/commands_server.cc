@@ -1,5 +1,5 @@
 // Server commands: INFO CONFIG COMMAND TIME LASTSAVE BGREWRITEAOF SAVE SHUTDOWN MEMORY
-// LATENCY, and FUNCTION / SCRIPT as far as they can be honest without a script engine
+// LATENCY REPLICAOF, and FUNCTION / SCRIPT as far as they can be honest without a script engine
 // (flushing and listing nothing is true; loading or running a script fails clearly).
 #include <sys/time.h>
 
@@ -40,7 +40,8 @@ void config_set_cmd(CommandContext& ctx) {
   if (ctx.argc() % 2 != 0) return ctx.error(wrong_args("config|set"));
   std::vector<std::pair<std::string_view, std::string_view>> pairs;
   for (size_t j = 2; j < ctx.argc(); j += 2) pairs.emplace_back(ctx.arg(j), ctx.arg(j + 1));
-  const std::string err = ctx.server.config_set(pairs);
+  const ClientConn* conn = ctx.client.conn;
+  const std::string err = ctx.server.config_set(pairs, conn == nullptr || is_loopback(conn->scheme, conn->peer));
   if (!err.empty()) return ctx.error(err);
   ctx.reply.ok();
 }
@@ -226,6 +227,16 @@ void save_cmd(CommandContext& ctx) {
 
 
 void lastsave_cmd(CommandContext& ctx) { ctx.reply.integer(ctx.server.last_save_time_); }
+
+// REPLICAOF / SLAVEOF: conduit-kv is always a master.  NO ONE asks for what already is (Redis
+// answers OK too); following another server is refused rather than accepted and ignored.
+void replicaof_cmd(CommandContext& ctx) {
+  if (eq_nocase(ctx.arg(1), "no") && eq_nocase(ctx.arg(2), "one")) return ctx.reply.ok();
+  int64_t port;
+  if (!string2ll(ctx.arg(2), &port) || port < 0 || port > 65535) return ctx.error("ERR Invalid master port");
+  ctx.error("ERR conduit-kv has no replication: it cannot become a replica of " + std::string(ctx.arg(1)) + ":" +
+            std::string(ctx.arg(2)) + " (REPLICAOF NO ONE is accepted; it is always a master)");
+}
 
 // --- MEMORY -------------------------------------------------------------------------------------
 
@@ -433,6 +444,8 @@ const CommandDef kCommands[] = {
     {"save", save_cmd, 1, kA | kNS | kCmdNoMulti, 0, 0, 0, "server", "Synchronously saves the database(s) to disk.", "1.0.0"},
     {"bgsave", save_cmd, -1, kA | kNS, 0, 0, 0, "server", "Asynchronously saves the database(s) to disk.", "1.0.0"},
     {"lastsave", lastsave_cmd, 1, kL | kS | kF, 0, 0, 0, "server", "Returns the Unix timestamp of the last successful save to disk.", "1.0.0"},
+    {"replicaof", replicaof_cmd, 3, kA | kNS | kS, 0, 0, 0, "server", "Configures a server as replica of another, or promotes it to a master.", "5.0.0"},
+    {"slaveof", replicaof_cmd, 3, kA | kNS | kS, 0, 0, 0, "server", "Sets a Redis server as a replica of another, or promotes it to being a master.", "1.0.0"},
 };
 
 }  // namespace

@@ -43,6 +43,7 @@ ServerImpl::ServerImpl(reactor::EventLoop& loop, const ServerOptions& options) :
   uint64_t seed = 0;
   if (::getentropy(&seed, sizeof seed) == 0 && seed != 0) rng_state_ = seed;
   start_time_ms_ = wall_ms();
+  last_save_time_ = start_time_ms_ / 1000;
   start_mono_ns_ = monotonic_ns();
   refresh_time();
 }
@@ -324,6 +325,15 @@ void ServerImpl::shutdown() {
   if (aof_) {
     if (rewrite_fd_ >= 0 && loop_.watching(rewrite_fd_)) (void)loop_.remove(rewrite_fd_);
     rewrite_fd_ = -1;
+    if (aof_->awaiting_first_rewrite()) {
+      // Switched on at run time and its first file not written yet: the data would be lost
+      // (Redis refuses SHUTDOWN here); write it now and wait.
+      CONDUIT_LOG(kWarn) << "aof: writing the initial AOF before exiting";
+      Status s;
+      if (!aof_->rewrite_in_progress()) s = aof_->start_rewrite([this](int out) { return write_snapshot(out); }).status();
+      if (s.ok()) s = aof_->wait_rewrite();
+      if (!s.ok()) CONDUIT_LOG(kError) << "conduit-kv: the initial AOF was not written: " << s.to_string();
+    }
     aof_->abort_rewrite();
     if (Status s = aof_->flush(); !s.ok()) CONDUIT_LOG(kError) << "conduit-kv: final AOF write failed: " << s.to_string();
     aof_.reset();  // fsyncs
