@@ -487,10 +487,13 @@ bool ServerImpl::call(ClientState& client, CommandEntry* entry, std::span<const 
   // command tried again for its waiter is not shown twice.
   if (!monitors_.empty() && !loading_ && serving_client_ != &client && (cmd->flags & (kCmdSkipMonitor | kCmdAdmin)) == 0)
     feed_monitors(client, argv);
-  const uint64_t us = (monotonic_ns() - t0) / 1000;
+  const uint64_t ns = monotonic_ns() - t0;
+  const uint64_t us = ns / 1000;
   if (!ctx.blocked) {
     ++entry->stats.calls;
     entry->stats.usec += us;
+    const int bucket = ns < 1024 ? 0 : 64 - __builtin_clzll(ns >> 10);
+    ++entry->stats.latency[static_cast<size_t>(std::min(bucket, CommandStats::kLatencyBuckets - 1))];
   }
   if (us >= 1000 && options_.latency_monitor_threshold_ms > 0 && us / 1000 >= options_.latency_monitor_threshold_ms)
     record_latency((cmd->flags & kCmdFast) ? "fast-command" : "command", us / 1000);
@@ -527,11 +530,11 @@ void ServerImpl::out_of_memory_locked(const CommandDef* cmd, ReplyWriter& reply)
   if ((cmd->flags & kCmdWrite) && aof_ && !loading_) rewrite_needed_ = true;
 }
 
-Entry* ServerImpl::lookup(Database& db, std::string_view key) {
+Entry* ServerImpl::lookup(Database& db, std::string_view key, bool touch) {
   Entry* e = db.find(key);
   if (e == nullptr) return nullptr;
   if (e->expire_ms < 0 || loading_ || e->expire_ms >= now_ms()) {
-    record_access(e);
+    if (touch) record_access(e);
     return e;
   }
   expire_entry(db, e);

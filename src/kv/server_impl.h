@@ -8,6 +8,7 @@
 // (keyspace notifications), eviction.cc (maxmemory policies), commands_*.cc (the commands).
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <deque>
@@ -101,6 +102,11 @@ std::span<const CommandDef> pubsub_commands();
 // INFO commandstats.
 struct CommandStats {
   uint64_t calls = 0, usec = 0, rejected = 0, failed = 0;
+  // LATENCY HISTOGRAM: calls by duration in power-of-two buckets, bucket k counting
+  // [1024 << (k-1), 1024 << k) ns (bucket 0: below 1024 ns) -- the buckets Redis reports
+  // from its hdr_histogram (a log iterator from 1024 ns, factor 2).
+  static constexpr int kLatencyBuckets = 40;
+  std::array<uint64_t, kLatencyBuckets> latency{};
 };
 
 // One row of the server's command table: a command or subcommand with its statistics.
@@ -345,13 +351,16 @@ class ServerImpl {
   // command tried again).  Returns true if the command blocked.
   bool call(ClientState& client, CommandEntry* entry, std::span<const std::string_view> argv, ReplyWriter& reply);
   CommandEntry* find_command(std::string_view name) const;
+  // Every command and subcommand, in table order (LATENCY HISTOGRAM).  mu_ held.
+  const std::vector<std::unique_ptr<CommandEntry>>& command_entries() const { return command_store_; }
   // The command or subcommand argv names, or null (with *unknown_sub set when the
   // container exists but not the subcommand).
   CommandEntry* resolve(std::span<const std::string_view> argv, bool* unknown_sub) const;
   std::span<CommandEntry* const> commands() const { return command_list_; }
 
   // Lazy expiry: the entry if alive, else deletes it (propagating DEL) and returns null.
-  Entry* lookup(Database& db, std::string_view key);
+  // touch false: Redis' LOOKUP_NOTOUCH (the key's LRU/LFU access is left as it was).
+  Entry* lookup(Database& db, std::string_view key, bool touch = true);
   // Deletes an expired entry: stats, DEL to the AOF, WATCH.
   void expire_entry(Database& db, Entry* e);
   Database& db(int i) { return *dbs_[static_cast<size_t>(i)]; }
@@ -642,6 +651,9 @@ inline constexpr std::string_view kNotFloat = "ERR value is not a valid float";
 inline constexpr std::string_view kMustBePositive = "ERR value is out of range, must be positive";
 
 Entry* lookup_read(CommandContext& ctx, std::string_view key);
+// As lookup_read (stats, keymiss) without making the key recently used: TTL, TYPE, EXISTS
+// (Redis' LOOKUP_NOTOUCH).
+Entry* lookup_read_notouch(CommandContext& ctx, std::string_view key);
 Entry* lookup_write(CommandContext& ctx, std::string_view key);
 // Replies WRONGTYPE and returns false when e is not of type t.
 bool check_type(CommandContext& ctx, const Entry* e, Type t);

@@ -597,6 +597,10 @@ TEST_P(Commands, ObjectAndTouch) {
   std::this_thread::sleep_for(std::chrono::milliseconds(2100));
   EXPECT_GE(c_->command({"OBJECT", "IDLETIME", "s"})->integer, 2);
   EXPECT_GE(c_->command({"OBJECT", "IDLETIME", "l"})->integer, 2);
+  // TTL, TYPE and EXISTS do not make a key recently used (Redis' LOOKUP_NOTOUCH).
+  EXPECT_EQ(r({"TTL", "h"}), ":-1");
+  EXPECT_EQ(r({"TYPE", "h"}), "+hash");
+  EXPECT_EQ(r({"EXISTS", "h"}), ":1");
   // TOUCH counts existing keys and makes them recently used; OBJECT itself does not.
   EXPECT_EQ(r({"TOUCH", "s", "nope", "l"}), ":2");
   EXPECT_EQ(r({"OBJECT", "IDLETIME", "s"}), ":0");
@@ -749,7 +753,28 @@ TEST_P(Commands, LatencyMemoryScriptsWaitLastsave) {
   ASSERT_EQ(latest->elements[0].elements.size(), 4u) << fmt(*latest);  // event, time, latest, max
   EXPECT_EQ(latest->elements[0].elements[0].str, "command");
   EXPECT_GE(latest->elements[0].elements[2].integer, 1);
+  EXPECT_NE(c_->command({"LATENCY", "DOCTOR"})->str.find("The latency monitor is disabled"), std::string::npos);
+  EXPECT_EQ(r({"CONFIG", "SET", "latency-monitor-threshold", "1000"}), "+OK");
+  EXPECT_NE(c_->command({"LATENCY", "DOCTOR"})->str.find("1. command: "), std::string::npos);
+  EXPECT_EQ(r({"CONFIG", "SET", "latency-monitor-threshold", "0"}), "+OK");
   EXPECT_EQ(r({"LATENCY", "RESET", "command"}), ":1");
+  // LATENCY HISTOGRAM: calls and cumulative counts per power-of-two bucket (microseconds).
+  EXPECT_EQ(r({"CONFIG", "RESETSTAT"}), "+OK");
+  EXPECT_EQ(r({"SET", "a", "b"}), "+OK");
+  EXPECT_EQ(r({"SET", "a", "c"}), "+OK");
+  EXPECT_GE(c_->command({"CLIENT", "ID"})->integer, 1);
+  auto h = c_->command({"LATENCY", "HISTOGRAM", "set", "client", "nosuch"});
+  ASSERT_TRUE(h.ok());
+  ASSERT_EQ(h->elements.size(), 4u) << fmt(*h);  // set, client|id (RESP2: name, value pairs)
+  EXPECT_EQ(h->elements[0].str, "set");
+  ASSERT_EQ(h->elements[1].elements.size(), 4u) << fmt(*h);
+  EXPECT_EQ(fmt(h->elements[1].elements[0]), "\"calls\"");
+  EXPECT_EQ(fmt(h->elements[1].elements[1]), ":2");
+  const auto& buckets = h->elements[1].elements[3].elements;
+  ASSERT_GE(buckets.size(), 2u);
+  EXPECT_EQ(buckets.back().integer, 2);  // cumulative: the last bucket holds every call
+  EXPECT_EQ(h->elements[2].str, "client|id");
+  EXPECT_EQ(r({"LATENCY", "HISTOGRAM", "nosuch"}), "[]");
   EXPECT_EQ(r({"LATENCY", "LATEST"}), "[]");
   // MEMORY USAGE: grows with the value; nil for a missing key.
   EXPECT_EQ(r({"SET", "small", "x"}), "+OK");
