@@ -20,9 +20,11 @@ set -uo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 kv_bin="" redis_bin="" work="" check=0 file_timeout=240
+# Files whose tests are tagged external:skip: the harness starts the server itself.
+own_server_files="unit/auth unit/maxmemory unit/info"
 files="unit/type/string unit/type/incr unit/type/list unit/type/hash unit/type/set unit/type/zset unit/keyspace
        unit/expire unit/protocol unit/info-command unit/introspection unit/querybuf unit/other unit/auth unit/multi
-       unit/pubsub"
+       unit/pubsub unit/bitops unit/bitfield unit/scan unit/latency-monitor"
 while [[ $# -gt 0 ]]; do
   case $1 in
     --kv) kv_bin=$2; shift 2 ;;
@@ -86,7 +88,7 @@ run_file() {  # run_file NAME BIN FILE
   local args=(--single "$file" --tags -needs:debug --tags -needs:repl --tags -needs:save --tags -needs:pfdebug
               --ignore-encoding --ignore-digest --skipfile "$here/skip.txt" --timeout 60 --clients 1
               --baseport "$base" --portcount 200)
-  if [[ $file == unit/auth ]]; then
+  if [[ " $own_server_files " == *" $file "* ]]; then
     (cd "$dir" && timeout -k 5 "$file_timeout" tclsh tests/test_helper.tcl "${args[@]}" > "$log" 2>&1)
     [[ $? -eq 124 ]] && note="timeout"
   else
