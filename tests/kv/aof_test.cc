@@ -371,6 +371,15 @@ TEST(Aof, DirIsProtectedAndChangesOnlyWhileTheAofIsOff) {
     EXPECT_EQ(fmt((*c)->command({"CONFIG", "SET", "dbfilename", "x.rdb"})),
               "-ERR CONFIG SET failed (possibly related to argument 'dbfilename') - can't set protected config");
   }
+  {
+    // local: from a loopback (or shm) client only -- this test's client is one.
+    ServerOptions local = o;
+    local.redis_compat["enable-protected-configs"] = "local";
+    local.appendonly = false;
+    ServerThread s(local);
+    auto c = Client::connect(s.url("tcp"));
+    EXPECT_EQ(fmt((*c)->command({"CONFIG", "SET", "dir", other.path()})), "+OK");
+  }
   o.redis_compat["enable-protected-configs"] = "yes";
   ServerThread s(o);
   auto c = Client::connect(s.url("tcp"));
