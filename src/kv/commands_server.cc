@@ -329,7 +329,9 @@ void reply_latency_histogram(CommandContext& ctx, const CommandEntry& e) {
 void latency_histogram_cmd(CommandContext& ctx) {
   std::vector<const CommandEntry*> out;
   auto add = [&](const CommandEntry* e) {
-    if (e->stats.calls > 0 && std::find(out.begin(), out.end(), e) == out.end()) out.push_back(e);
+    // As Redis: a command with no histogram (none of its calls was tracked) is left out.
+    const bool tracked = std::any_of(e->stats.latency.begin(), e->stats.latency.end(), [](uint64_t n) { return n > 0; });
+    if (tracked && std::find(out.begin(), out.end(), e) == out.end()) out.push_back(e);
   };
   if (ctx.argc() == 2) {
     for (const auto& e : ctx.server.command_entries()) add(e.get());

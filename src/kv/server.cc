@@ -492,8 +492,10 @@ bool ServerImpl::call(ClientState& client, CommandEntry* entry, std::span<const 
   if (!ctx.blocked) {
     ++entry->stats.calls;
     entry->stats.usec += us;
-    const int bucket = ns < 1024 ? 0 : 64 - __builtin_clzll(ns >> 10);
-    ++entry->stats.latency[static_cast<size_t>(std::min(bucket, CommandStats::kLatencyBuckets - 1))];
+    if (options_.latency_tracking) {
+      const int bucket = ns < 1024 ? 0 : 64 - __builtin_clzll(ns >> 10);
+      ++entry->stats.latency[static_cast<size_t>(std::min(bucket, CommandStats::kLatencyBuckets - 1))];
+    }
   }
   if (us >= 1000 && options_.latency_monitor_threshold_ms > 0 && us / 1000 >= options_.latency_monitor_threshold_ms)
     record_latency((cmd->flags & kCmdFast) ? "fast-command" : "command", us / 1000);

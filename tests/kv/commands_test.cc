@@ -775,6 +775,13 @@ TEST_P(Commands, LatencyMemoryScriptsWaitLastsave) {
   EXPECT_EQ(buckets.back().integer, 2);  // cumulative: the last bucket holds every call
   EXPECT_EQ(h->elements[2].str, "client|id");
   EXPECT_EQ(r({"LATENCY", "HISTOGRAM", "nosuch"}), "[]");
+  // latency-tracking no: calls are still counted (INFO commandstats), no histograms.
+  EXPECT_EQ(r({"CONFIG", "SET", "latency-tracking", "no"}), "+OK");
+  EXPECT_EQ(r({"CONFIG", "RESETSTAT"}), "+OK");
+  EXPECT_EQ(r({"SET", "a", "b"}), "+OK");
+  EXPECT_EQ(r({"LATENCY", "HISTOGRAM", "set"}), "[]");
+  EXPECT_NE(c_->command({"INFO", "commandstats"})->str.find("cmdstat_set:calls=1,"), std::string::npos);
+  EXPECT_EQ(r({"CONFIG", "SET", "latency-tracking", "yes"}), "+OK");
   EXPECT_EQ(r({"LATENCY", "LATEST"}), "[]");
   // MEMORY USAGE: grows with the value; nil for a missing key.
   EXPECT_EQ(r({"SET", "small", "x"}), "+OK");

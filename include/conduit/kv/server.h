@@ -129,6 +129,7 @@ struct ServerOptions {
   uint32_t timeout = 0;              // timeout: close clients idle this many seconds (0 = never)
   uint32_t hz = 10;                  // hz: cron frequency (active expiry, client checks)
   uint64_t latency_monitor_threshold_ms = 0;  // latency-monitor-threshold (0 = off)
+  bool latency_tracking = true;      // latency-tracking: per-command LATENCY HISTOGRAM
   uint32_t notify_keyspace_events = 0;  // notify-keyspace-events: KeyspaceEvents bits (0 = off)
 
   bool appendonly = false;           // appendonly
