@@ -4,6 +4,7 @@
 #   2. build twice with -Werror: RelWithDebInfo (build/) and ASan+UBSan (build-asan/), and
 #      the suites where threads meet once more with ThreadSanitizer (build-tsan/)
 #   3. run every test without the `rdma` or `twohost` label on the host, for those three builds
+#      (with CONDUIT_REQUIRE_REDIS_SUITE=1: Redis' own suite, kv_redis_suite, fails if it cannot run)
 #   4. boot the Soft-RoCE guest once (testbed/run) and run the `rdma`-labelled tests of both
 #      builds inside it, with CONDUIT_REQUIRE_RDMA=1 so a missing device fails, never skips
 #   5. boot two guests joined by a private link (testbed/run --hosts 2) and run the
@@ -16,6 +17,9 @@ root=$(pwd)
 jobs=${CONDUIT_JOBS:-$(nproc)}
 
 bash scripts/install-deps.sh
+# install-deps.sh installed tclsh and fetched Redis' test suite: kv_redis_suite must run it,
+# a missing one fails instead of skipping.
+export CONDUIT_REQUIRE_REDIS_SUITE=1
 
 configure() {  # configure DIR EXTRA_ARGS...
   local dir=$1

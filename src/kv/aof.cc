@@ -111,8 +111,17 @@ Result<std::unique_ptr<Aof>> Aof::open(const std::string& path, AppendFsync poli
   return std::unique_ptr<Aof>(new Aof(path, std::move(fd), policy, static_cast<uint64_t>(st.st_size)));
 }
 
+std::unique_ptr<Aof> Aof::create_empty(const std::string& path, AppendFsync policy) {
+  remove_stale_rewrite_files(dir_of(path));
+  return std::unique_ptr<Aof>(new Aof(path, UniqueFd(), policy, 0));
+}
+
 Aof::Aof(std::string path, UniqueFd fd, AppendFsync policy, uint64_t size)
     : path_(std::move(path)), fd_(std::move(fd)), policy_(policy), size_(size), base_size_(size) {
+  if (fd_) start_fsync_thread();
+}
+
+void Aof::start_fsync_thread() {
   fsync_thread_ = std::thread([this] { fsync_thread_main(); });
 }
 
@@ -154,6 +163,16 @@ void Aof::append_select(ByteBuffer* b, int db) {
 }
 
 void Aof::feed(int db, std::span<const std::string_view> args) {
+  if (!fd_) {
+    // Awaiting the first rewrite: its file plus the rewrite buffer will be the whole AOF.
+    if (child_pid_ <= 0) return;  // the next rewrite's snapshot will hold this command
+    if (db >= 0 && db != rewrite_selected_db_) {
+      append_select(&rewrite_buf_, db);
+      rewrite_selected_db_ = db;
+    }
+    append_command(&rewrite_buf_, args);
+    return;
+  }
   if (db >= 0 && db != selected_db_) {
     append_select(&buf_, db);
     selected_db_ = db;
@@ -260,10 +279,12 @@ Status Aof::finish_rewrite() {
   if (Status s = fsync_dir(path_); !s.ok()) CONDUIT_LOG(kWarn) << s.to_string();
   struct stat st{};
   const uint64_t new_size = ::fstat(nfd.get(), &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
+  const bool first = !fd_;
   {
     std::lock_guard<std::mutex> lock(fd_mu_);
     fd_ = std::move(nfd);
   }
+  if (first) start_fsync_thread();
   size_ = base_size_ = new_size;
   selected_db_ = rewrite_buf_.empty() ? -1 : rewrite_selected_db_;
   rewrite_buf_.release();
@@ -271,6 +292,11 @@ Status Aof::finish_rewrite() {
   ++rewrites_;
   CONDUIT_LOG(kInfo) << "aof: background rewrite finished: " << path_ << " is " << new_size << " bytes";
   return {};
+}
+
+Status Aof::wait_rewrite() {
+  if (child_pid_ <= 0) return {};
+  return finish_rewrite();
 }
 
 void Aof::abort_rewrite() {

@@ -60,6 +60,14 @@ Result<AofLoadResult> load_aof(const std::string& path, bool allow_truncated_tai
 class Aof {
  public:
   static Result<std::unique_ptr<Aof>> open(const std::string& path, AppendFsync policy);
+  // CONFIG SET appendonly yes (Redis' startAppendOnly): an AOF that starts with a rewrite of
+  // the current dataset.  Nothing is opened yet (a file already at `path` is left of an
+  // earlier run and is replaced, never appended to); the caller starts the first rewrite
+  // (start_rewrite) at once.  Until it is installed, feed() keeps commands only in the
+  // rewrite buffer, has_pending() is false and awaiting_first_rewrite() is true.  When it
+  // fails the buffer is dropped with it: start another (a new snapshot covers them).
+  static std::unique_ptr<Aof> create_empty(const std::string& path, AppendFsync policy);
+  bool awaiting_first_rewrite() const { return !fd_; }
   ~Aof();
   Aof(const Aof&) = delete;
   Aof& operator=(const Aof&) = delete;
@@ -87,11 +95,15 @@ class Aof {
   Status finish_rewrite();
   // Kills a running child (shutdown).
   void abort_rewrite();
+  // Waits for a running child and installs its file (finish_rewrite, blocking): the
+  // shutdown of an AOF that awaits its first rewrite.
+  Status wait_rewrite();
   const Status& last_rewrite_status() const { return rewrite_status_; }
   uint64_t rewrites() const { return rewrites_; }
 
  private:
   Aof(std::string path, UniqueFd fd, AppendFsync policy, uint64_t size);
+  void start_fsync_thread();
   void fsync_thread_main();
   void append_select(ByteBuffer* b, int db);
 

@@ -1,5 +1,6 @@
 // BGREWRITEAOF: the forked child writes the keyspace as a minimal command list; worker 0
 // watches the child and installs the new file (aof.h has the protocol).
+#include <poll.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -22,6 +23,46 @@ std::string ServerImpl::bgrewriteaof() {
   return "";
 }
 
+std::string ServerImpl::start_aof() {
+  if (aof_) return "";
+  aof_ = Aof::create_empty(aof_path(), options_.appendfsync);
+  if (std::string err = bgrewriteaof(); !err.empty()) {
+    aof_.reset();
+    CONDUIT_LOG(kWarn) << "aof: cannot turn the AOF on: " << err;
+    return "Unable to turn on AOF: " + (err.rfind("ERR ", 0) == 0 ? err.substr(4) : err);
+  }
+  CONDUIT_LOG(kInfo) << "aof: turned on at run time: " << aof_path()
+                     << " will be a rewrite of the current dataset, appended to from then on";
+  return "";
+}
+
+void ServerImpl::stop_aof() {
+  if (!aof_) return;
+  if (exec_multi_fed_) {  // inside EXEC: close the transaction its first commands opened
+    exec_multi_fed_ = false;
+    const std::string_view exec[1] = {"EXEC"};
+    aof_->feed(-1, exec);
+  }
+  if (Status s = aof_->flush(); !s.ok()) CONDUIT_LOG(kError) << "aof: last write before turning it off: " << s.to_string();
+  rewrite_needed_ = false;
+  // The rewrite child's pipe is watched on worker 0's loop, which alone may stop watching
+  // it; until then the Aof (and so the pipe) stays open.  The destructor kills the child,
+  // fsyncs and closes the file.
+  const int fd = rewrite_fd_;
+  rewrite_fd_ = -1;
+  std::shared_ptr<Aof> retired(std::move(aof_));
+  auto retire = [this, fd, retired]() mutable {
+    if (fd >= 0 && loop_.watching(fd)) (void)loop_.remove(fd);
+    retired.reset();
+  };
+  if (loop_.in_loop_thread()) retire();
+  else post_to(*workers_[0], [this, retire]() mutable {
+    std::lock_guard<std::mutex> lock(mu_);
+    retire();
+  });
+  CONDUIT_LOG(kInfo) << "aof: turned off at run time";
+}
+
 // The child holds the pipe's write end: the read end hangs up when it exits.  Watched on
 // worker 0's loop.  mu_ held.
 void ServerImpl::watch_rewrite(int fd) {
@@ -39,6 +80,10 @@ void ServerImpl::watch_rewrite(int fd) {
 
 void ServerImpl::on_rewrite_done() {
   std::lock_guard<std::mutex> lock(mu_);
+  // The pipe of a child whose AOF was turned off (stop_aof) may still report until worker 0
+  // stops watching it: act only when the current child's pipe has hung up.
+  pollfd p{rewrite_fd_, POLLIN, 0};
+  if (rewrite_fd_ < 0 || ::poll(&p, 1, 0) <= 0 || (p.revents & (POLLHUP | POLLERR | POLLIN)) == 0) return;
   if (rewrite_fd_ >= 0 && loop_.watching(rewrite_fd_)) (void)loop_.remove(rewrite_fd_);
   rewrite_fd_ = -1;
   if (aof_) (void)aof_->finish_rewrite();

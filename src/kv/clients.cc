@@ -17,12 +17,6 @@ namespace {
 constexpr size_t kQueryReadBytes = 16 * 1024;   // reads into a client's own query buffer
 constexpr size_t kKeepBufferBytes = 64 * 1024;  // buffers above this are freed once drained
 
-bool is_loopback(const std::string& scheme, const std::string& peer) {
-  if (scheme == "shm") return true;  // same host by construction
-  return peer.rfind("127.", 0) == 0 || peer.rfind("[::1]", 0) == 0 || peer.rfind("::1", 0) == 0 ||
-         peer.rfind("[::ffff:127.", 0) == 0;
-}
-
 constexpr std::string_view kDenied =
     "-DENIED conduit-kv is running in protected mode because protected mode is enabled and no password is set for "
     "the default user. In this mode connections are only accepted from the loopback interface. If you want to "
@@ -42,6 +36,12 @@ int64_t coarse_now_ms() {
 
 
 }  // namespace
+
+bool is_loopback(const std::string& scheme, const std::string& peer) {
+  if (scheme == "shm") return true;  // same host by construction
+  return peer.rfind("127.", 0) == 0 || peer.rfind("[::1]", 0) == 0 || peer.rfind("::1", 0) == 0 ||
+         peer.rfind("[::ffff:127.", 0) == 0;
+}
 
 void ServerImpl::on_accept(Worker& w, std::unique_ptr<transport::Connection> conn) {
   const std::string scheme(conn->caps().transport);

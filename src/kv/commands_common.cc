@@ -29,8 +29,9 @@ std::string_view CommandContext::own(std::string s) {
   return server.prop_storage_.back();
 }
 
-Entry* lookup_read(CommandContext& ctx, std::string_view key) {
-  Entry* e = ctx.server.lookup(*ctx.db, key);
+namespace {
+Entry* lookup_read_counted(CommandContext& ctx, std::string_view key, bool touch) {
+  Entry* e = ctx.server.lookup(*ctx.db, key, touch);
   if (e != nullptr) {
     ++ctx.server.stats_.keyspace_hits;
   } else {
@@ -39,6 +40,10 @@ Entry* lookup_read(CommandContext& ctx, std::string_view key) {
   }
   return e;
 }
+}  // namespace
+
+Entry* lookup_read(CommandContext& ctx, std::string_view key) { return lookup_read_counted(ctx, key, true); }
+Entry* lookup_read_notouch(CommandContext& ctx, std::string_view key) { return lookup_read_counted(ctx, key, false); }
 
 Entry* lookup_write(CommandContext& ctx, std::string_view key) { return ctx.server.lookup(*ctx.db, key); }
 

@@ -31,7 +31,7 @@ void del_cmd(CommandContext& ctx) {
 void exists_cmd(CommandContext& ctx) {
   int64_t n = 0;
   for (size_t j = 1; j < ctx.argc(); ++j)
-    if (lookup_read(ctx, ctx.arg(j)) != nullptr) ++n;
+    if (lookup_read_notouch(ctx, ctx.arg(j)) != nullptr) ++n;
   ctx.reply.integer(n);
 }
 
@@ -83,7 +83,7 @@ void expireat_cmd(CommandContext& ctx) { expire_generic(ctx, 0, true); }
 void pexpireat_cmd(CommandContext& ctx) { expire_generic(ctx, 0, false); }
 
 void ttl_generic(CommandContext& ctx, bool ms, bool absolute) {
-  Entry* e = lookup_read(ctx, ctx.arg(1));
+  Entry* e = lookup_read_notouch(ctx, ctx.arg(1));
   if (e == nullptr) return ctx.reply.integer(-2);
   if (e->expire_ms < 0) return ctx.reply.integer(-1);
   // Redis 7.0 rounds with (ms + 500) / 1000, which overflows for a key expiring at
@@ -109,7 +109,7 @@ void persist_cmd(CommandContext& ctx) {
 }
 
 void type_cmd(CommandContext& ctx) {
-  Entry* e = lookup_read(ctx, ctx.arg(1));
+  Entry* e = lookup_read_notouch(ctx, ctx.arg(1));
   ctx.reply.simple(e == nullptr ? "none" : type_name(e->type));
 }
 

@@ -1,5 +1,5 @@
 // Server commands: INFO CONFIG COMMAND TIME LASTSAVE BGREWRITEAOF SAVE SHUTDOWN MEMORY
-// LATENCY, and FUNCTION / SCRIPT as far as they can be honest without a script engine
+// LATENCY REPLICAOF, and FUNCTION / SCRIPT as far as they can be honest without a script engine
 // (flushing and listing nothing is true; loading or running a script fails clearly).
 #include <sys/time.h>
 
@@ -40,7 +40,8 @@ void config_set_cmd(CommandContext& ctx) {
   if (ctx.argc() % 2 != 0) return ctx.error(wrong_args("config|set"));
   std::vector<std::pair<std::string_view, std::string_view>> pairs;
   for (size_t j = 2; j < ctx.argc(); j += 2) pairs.emplace_back(ctx.arg(j), ctx.arg(j + 1));
-  const std::string err = ctx.server.config_set(pairs);
+  const ClientConn* conn = ctx.client.conn;
+  const std::string err = ctx.server.config_set(pairs, conn == nullptr || is_loopback(conn->scheme, conn->peer));
   if (!err.empty()) return ctx.error(err);
   ctx.reply.ok();
 }
@@ -227,6 +228,16 @@ void save_cmd(CommandContext& ctx) {
 
 void lastsave_cmd(CommandContext& ctx) { ctx.reply.integer(ctx.server.last_save_time_); }
 
+// REPLICAOF / SLAVEOF: conduit-kv is always a master.  NO ONE asks for what already is (Redis
+// answers OK too); following another server is refused rather than accepted and ignored.
+void replicaof_cmd(CommandContext& ctx) {
+  if (eq_nocase(ctx.arg(1), "no") && eq_nocase(ctx.arg(2), "one")) return ctx.reply.ok();
+  int64_t port;
+  if (!string2ll(ctx.arg(2), &port) || port < 0 || port > 65535) return ctx.error("ERR Invalid master port");
+  ctx.error("ERR conduit-kv has no replication: it cannot become a replica of " + std::string(ctx.arg(1)) + ":" +
+            std::string(ctx.arg(2)) + " (REPLICAOF NO ONE is accepted; it is always a master)");
+}
+
 // --- MEMORY -------------------------------------------------------------------------------------
 
 void memory_usage_cmd(CommandContext& ctx) {
@@ -292,9 +303,88 @@ void latency_reset_cmd(CommandContext& ctx) {
   ctx.reply.integer(n);
 }
 
+// LATENCY HISTOGRAM [command ...]: per command (or subcommand) that ran since the last
+// CONFIG RESETSTAT, its calls and the cumulative count per bucket upper bound in
+// microseconds, as Redis 7.0 (buckets with no new calls are left out).  A container
+// command's name covers its subcommands; unknown names are skipped.
+void reply_latency_histogram(CommandContext& ctx, const CommandEntry& e) {
+  const CommandStats& st = e.stats;
+  ctx.reply.bulk(e.fullname);
+  ctx.reply.map(2);
+  ctx.reply.bulk("calls");
+  ctx.reply.integer(static_cast<int64_t>(st.calls));
+  ctx.reply.bulk("histogram_usec");
+  size_t samples = 0;
+  for (uint64_t n : st.latency) samples += n > 0;
+  ctx.reply.map(samples);
+  uint64_t cumulative = 0;
+  for (size_t k = 0; k < st.latency.size(); ++k) {
+    if (st.latency[k] == 0) continue;
+    cumulative += st.latency[k];
+    ctx.reply.integer(static_cast<int64_t>(((1024ull << k) - 1) / 1000));  // bucket's top, us
+    ctx.reply.integer(static_cast<int64_t>(cumulative));
+  }
+}
+
+void latency_histogram_cmd(CommandContext& ctx) {
+  std::vector<const CommandEntry*> out;
+  auto add = [&](const CommandEntry* e) {
+    // As Redis: a command with no histogram (none of its calls was tracked) is left out.
+    const bool tracked = std::any_of(e->stats.latency.begin(), e->stats.latency.end(), [](uint64_t n) { return n > 0; });
+    if (tracked && std::find(out.begin(), out.end(), e) == out.end()) out.push_back(e);
+  };
+  if (ctx.argc() == 2) {
+    for (const auto& e : ctx.server.command_entries()) add(e.get());
+  } else {
+    for (size_t j = 2; j < ctx.argc(); ++j) {
+      const std::string_view name = ctx.arg(j);
+      const size_t bar = name.find('|');
+      const CommandEntry* e = ctx.server.find_command(name.substr(0, bar));
+      if (e != nullptr && bar != std::string_view::npos) e = e->find_sub(name.substr(bar + 1));
+      if (e == nullptr) continue;
+      add(e);
+      if (bar == std::string_view::npos)
+        for (const CommandEntry* sub : e->subs) add(sub);
+    }
+  }
+  ctx.reply.map(out.size());
+  for (const CommandEntry* e : out) reply_latency_histogram(ctx, *e);
+}
+
+// LATENCY DOCTOR: Redis' report is advice prose; this one states what was recorded.
+void latency_doctor_cmd(CommandContext& ctx) {
+  const auto& ev = ctx.server.latency_;
+  std::string text;
+  if (ctx.server.options_.latency_monitor_threshold_ms == 0) {
+    text = "The latency monitor is disabled (latency-monitor-threshold 0): CONFIG SET latency-monitor-threshold "
+           "<milliseconds> to record events slower than that.\n";
+  } else if (ev.empty()) {
+    text = "No latency spike was observed during the lifetime of this instance (threshold " +
+           std::to_string(ctx.server.options_.latency_monitor_threshold_ms) + " ms).\n";
+  } else {
+    text = "Latency events recorded (threshold " + std::to_string(ctx.server.options_.latency_monitor_threshold_ms) +
+           " ms):\n\n";
+    int i = 1;
+    for (const auto& [name, e] : ev) {
+      uint64_t sum = 0;
+      for (const auto& h : e.history) sum += h.second;
+      text += std::to_string(i++) + ". " + name + ": " + std::to_string(e.history.size()) +
+              " latency spikes (average " + std::to_string(e.history.empty() ? 0 : sum / e.history.size()) +
+              "ms, worst " + std::to_string(e.max_ms) + "ms, latest " + std::to_string(e.latest_ms) + "ms).\n";
+    }
+    text += "\nconduit-kv runs commands one at a time: a slow command (a large KEYS, SMEMBERS, or a big value) "
+            "delays every client; 'command' and 'fast-command' events name such calls.\n";
+  }
+  ctx.reply.verbatim(text);
+}
+
 void latency_help_cmd(CommandContext& ctx) {
   reply_help(ctx, "LATENCY",
-             {"HISTORY <event>", "    Return time-latency samples for the <event> class.", "LATEST",
+             {"DOCTOR", "    Return a human readable latency analysis report.", "HISTOGRAM [<command> ...]",
+              "    Return a cumulative distribution of latencies in the format of a histogram for the specified "
+              "command names.",
+              "    If no commands are specified then all histograms are replied.",
+              "HISTORY <event>", "    Return time-latency samples for the <event> class.", "LATEST",
               "    Return the latest latency samples for all events.", "RESET [<event> ...]",
               "    Reset latency data of one or more <event> classes.", "    (default: reset all data for all event classes)"});
 }
@@ -398,6 +488,8 @@ const CommandDef kLatencySubs[] = {
     {"latest", latency_latest_cmd, 2, kA | kNS | kL | kS, 0, 0, 0, "server", "Returns the latest latency samples for all events.", "2.8.13"},
     {"history", latency_history_cmd, 3, kA | kNS | kL | kS, 0, 0, 0, "server", "Returns timestamp-latency samples for an event.", "2.8.13"},
     {"reset", latency_reset_cmd, -2, kA | kNS | kL | kS, 0, 0, 0, "server", "Resets the latency data for one or more events.", "2.8.13"},
+    {"histogram", latency_histogram_cmd, -2, kA | kNS | kL | kS, 0, 0, 0, "server", "Returns the cumulative distribution of latencies of a subset or all commands.", "7.0.0"},
+    {"doctor", latency_doctor_cmd, 2, kA | kNS | kL | kS, 0, 0, 0, "server", "Returns a human-readable latency analysis report.", "2.8.13"},
     {"help", latency_help_cmd, 2, kL | kS, 0, 0, 0, "server", "Returns helpful text about the different subcommands.", "2.8.13"},
 };
 
@@ -433,6 +525,8 @@ const CommandDef kCommands[] = {
     {"save", save_cmd, 1, kA | kNS | kCmdNoMulti, 0, 0, 0, "server", "Synchronously saves the database(s) to disk.", "1.0.0"},
     {"bgsave", save_cmd, -1, kA | kNS, 0, 0, 0, "server", "Asynchronously saves the database(s) to disk.", "1.0.0"},
     {"lastsave", lastsave_cmd, 1, kL | kS | kF, 0, 0, 0, "server", "Returns the Unix timestamp of the last successful save to disk.", "1.0.0"},
+    {"replicaof", replicaof_cmd, 3, kA | kNS | kS, 0, 0, 0, "server", "Configures a server as replica of another, or promotes it to a master.", "5.0.0"},
+    {"slaveof", replicaof_cmd, 3, kA | kNS | kS, 0, 0, 0, "server", "Sets a Redis server as a replica of another, or promotes it to being a master.", "1.0.0"},
 };
 
 }  // namespace

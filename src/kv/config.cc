@@ -3,6 +3,7 @@
 // to parse and validate it.  CONFIG GET/SET and conduit-kv's command line both go
 // through this table, so they accept exactly the same values (--hz 0 was accepted on the
 // command line and refused by CONFIG SET).
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include <cstdio>
 #include <cstring>
 #include <mutex>
+#include <utility>
 
 #include "conduit/kv/server.h"
 #include "numbers.h"
@@ -115,7 +117,9 @@ enum class Runtime : uint8_t {
   kImmutable,  // as in Redis: only at start (CONFIG SET answers "can't set immutable config")
   kSameValue,  // Redis changes it at run time, conduit-kv cannot yet: CONFIG SET accepts the
                // current value (so tools that write back CONFIG GET's values work) and
-               // refuses a change with a clear error (docs/KV.md lists these)
+               // refuses a change with a clear error (docs/KV.md's generated "Settings" lists these)
+  kProtected,  // as Redis' PROTECTED_CONFIG: CONFIG SET only when enable-protected-configs is
+               // yes (or local, from a loopback client), else "can't set protected config"
 };
 
 struct ConfigRow {
@@ -124,6 +128,7 @@ struct ConfigRow {
   const char* doc;
   std::string (*get)(const ServerOptions&);
   std::string (*set)(ServerOptions&, std::string_view);  // "" or why the value is refused
+  const char* runtime_why = nullptr;  // kSameValue: why conduit-kv cannot change it yet (docs)
 };
 
 using O = ServerOptions;
@@ -133,9 +138,11 @@ using V = std::string_view;
 // silently; a clear error is better than a value that is not used).
 const ConfigRow kRows[] = {
     {"bind", Runtime::kSameValue, "addresses of the tcp listener (space-separated; also rdma with --rdma-port)",
-     [](const O& o) { return o.bind; }, [](O& o, V v) { return o.bind = std::string(v), std::string(); }},
+     [](const O& o) { return o.bind; }, [](O& o, V v) { return o.bind = std::string(v), std::string(); },
+     "the listeners are opened once per io thread at start; replacing them needs a hand-over between workers "
+     "(see \"Runtime CONFIG SET port\" above)"},
     {"port", Runtime::kSameValue, "TCP port (0 = any free port)", [](const O& o) { return std::to_string(o.port); },
-     [](O& o, V v) { return set_int(&o.port, v, 0, 65535); }},
+     [](O& o, V v) { return set_int(&o.port, v, 0, 65535); }, "as bind"},
     {"requirepass", Runtime::kYes, "password clients must AUTH with (\"\" = none)",
      [](const O& o) { return o.requirepass; }, [](O& o, V v) { return o.requirepass = std::string(v), std::string(); }},
     {"protected-mode", Runtime::kYes, "yes: without a password only loopback (and shm) clients",
@@ -179,6 +186,9 @@ const ConfigRow kRows[] = {
      "keys remembered for CLIENT TRACKING (default mode); past it keys are forgotten with an invalidation (0 = no limit)",
      [](const O& o) { return std::to_string(o.tracking_table_max_keys); },
      [](O& o, V v) { return set_int(&o.tracking_table_max_keys, v, 0, INT64_MAX); }},
+    {"latency-tracking", Runtime::kYes,
+     "yes: per-command latency histograms for LATENCY HISTOGRAM (INFO latencystats' percentiles are not computed)",
+     [](const O& o) { return yesno(o.latency_tracking); }, [](O& o, V v) { return set_yesno(&o.latency_tracking, v); }},
     {"notify-keyspace-events", Runtime::kYes,
      "keyspace events published over pub/sub, Redis' class letters: K E g $ l s h z x e t m d n A (\"\" = none)",
      [](const O& o) { return keyspace_events_text(o.notify_keyspace_events); },
@@ -187,7 +197,9 @@ const ConfigRow kRows[] = {
                   ? std::string()
                   : std::string("Invalid event class character. Use 'Ag$lshzxeKEtmdn'.");
      }},
-    {"appendonly", Runtime::kSameValue, "yes: log every write to the append-only file",
+    {"appendonly", Runtime::kYes,
+     "yes: log every write to the append-only file; switched on at run time it starts with a rewrite of the "
+     "dataset (an older file at its path is replaced)",
      [](const O& o) { return yesno(o.appendonly); }, [](O& o, V v) { return set_yesno(&o.appendonly, v); }},
     {"appendfsync", Runtime::kYes, "always | everysec | no",
      [](const O& o) { return std::string(appendfsync_name(o.appendfsync)); },
@@ -195,7 +207,8 @@ const ConfigRow kRows[] = {
        return parse_appendfsync(v, &o.appendfsync) ? std::string()
                                                    : std::string("argument(s) must be one of the following: always, everysec, no");
      }},
-    {"dir", Runtime::kSameValue, "directory of the append-only file", [](const O& o) { return o.dir; },
+    {"dir", Runtime::kProtected,
+     "directory of the append-only file (CONFIG SET: an existing directory, only while appendonly is no)", [](const O& o) { return o.dir; },
      [](O& o, V v) { return v.empty() ? std::string("dir can't be empty") : (o.dir = std::string(v), std::string()); }},
     {"appendfilename", Runtime::kImmutable, "append-only file name (a name, not a path)",
      [](const O& o) { return o.appendfilename; },
@@ -253,7 +266,7 @@ const ConfigRow kRows[] = {
 };
 
 // Redis 7.0 settings conduit-kv accepts, stores and reports (CONFIG GET) without acting on
-// them, each with why (docs/KV.md has the list).  kFeature rows switch on something
+// them, each with why (docs/KV.md's generated "Settings" lists them).  kFeature rows switch on something
 // conduit-kv does not have: only their default (off) is accepted.
 // kMemoryPercent: a memory value or Redis' "N%" (N <= 100, a share of maxmemory).
 enum class CompatKind : uint8_t { kBool, kInt, kMemory, kMemoryPercent, kEnum, kString };
@@ -277,6 +290,7 @@ struct CompatRow {
   // As Redis' HIDDEN_CONFIG: CONFIG GET returns it when asked for by its exact name, never
   // for a pattern (CONFIG GET * does not list it).
   bool hidden = false;
+  bool protect = false;  // as Redis' PROTECTED_CONFIG (Runtime::kProtected)
 };
 
 const CompatRow kCompat[] = {
@@ -324,7 +338,7 @@ const CompatRow kCompat[] = {
     {"cluster-slave-validity-factor", "10", CompatKind::kString, false, Why::kCluster},
     {"crash-log-enabled", "yes", CompatKind::kBool, false, Why::kProcess},
     {"crash-memcheck-enabled", "yes", CompatKind::kBool, false, Why::kProcess},
-    {"dbfilename", "dump.rdb", CompatKind::kString, false, Why::kRdb},
+    {"dbfilename", "dump.rdb", CompatKind::kString, false, Why::kRdb, false, true},
     {"disable-thp", "yes", CompatKind::kBool, true, Why::kEncoding},
     {"dynamic-hz", "yes", CompatKind::kBool, false, Why::kEncoding},
     {"enable-debug-command", "no", CompatKind::kEnum, true, Why::kScripting},
@@ -339,7 +353,6 @@ const CompatRow kCompat[] = {
     {"io-threads-do-reads", "no", CompatKind::kBool, true, Why::kEncoding},
     {"jemalloc-bg-thread", "yes", CompatKind::kBool, false, Why::kEncoding},
     {"key-load-delay", "0", CompatKind::kInt, false, Why::kDebug, true},
-    {"latency-tracking", "yes", CompatKind::kBool, false, Why::kFeature},
     {"latency-tracking-info-percentiles", "50 99 99.9", CompatKind::kString, false, Why::kFeature},
     {"lazyfree-lazy-eviction", "no", CompatKind::kBool, false, Why::kEncoding},
     {"lazyfree-lazy-expire", "no", CompatKind::kBool, false, Why::kEncoding},
@@ -557,10 +570,66 @@ std::optional<std::string> get_server_option(const ServerOptions& o, std::string
   return std::nullopt;
 }
 
+namespace {
+
+// Markdown table cells: no line breaks, '|' escaped.
+std::string cell(std::string_view text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '|') out += "\\|";
+    else out += c;
+  }
+  return out;
+}
+
+std::string code_or_empty(std::string_view v) { return v.empty() ? "\"\"" : "`" + std::string(v) + "`"; }
+
+}  // namespace
+
+std::string config_reference_markdown() {
+  const ServerOptions defaults;
+  std::string md;
+  md += "### conduit-kv's settings\n\n";
+  md += "Command line `--name value`, a redis.conf-style file, CONFIG GET and CONFIG SET all use these names "
+        "and this table (src/kv/config.cc). \"CONFIG SET\" says whether a running server takes a new value: "
+        "*immutable* settings are refused as Redis 7.0 refuses them (\"can't set immutable config\"); "
+        "*current value only* settings Redis changes at run time and conduit-kv does not yet, so CONFIG SET "
+        "accepts the value they have and refuses any other (\"conduit-kv cannot change ... while it runs\"); "
+        "*protected* settings, as in Redis 7.0, only when `enable-protected-configs` is `yes` (or `local`, "
+        "from a loopback or shm client), else \"can't set protected config\".\n\n";
+  md += "| setting | default | CONFIG SET | what |\n| --- | --- | --- | --- |\n";
+  for (const ConfigRow& r : kRows) {
+    std::string rt;
+    switch (r.runtime) {
+      case Runtime::kYes: rt = "yes"; break;
+      case Runtime::kImmutable: rt = "no: immutable (also in Redis)"; break;
+      case Runtime::kSameValue: rt = std::string("current value only: ") + r.runtime_why; break;
+      case Runtime::kProtected: rt = "protected"; break;
+    }
+    md += "| `" + std::string(r.name) + "` | " + code_or_empty(r.get(defaults)) + " | " + cell(rt) + " | " + cell(r.doc) +
+          " |\n";
+  }
+  md += "\n### Redis settings accepted without effect\n\n";
+  md += "Redis 7.0 settings conduit-kv accepts (command line, file, CONFIG SET) and reports (CONFIG GET) "
+        "without acting on them, so a stock redis.conf or a tool that writes back CONFIG GET's values works. "
+        "Those that would switch on a feature conduit-kv lacks take only their default. Hidden ones are returned "
+        "by CONFIG GET of their exact name only, never for a pattern, as in Redis.\n\n";
+  md += "| setting | default | CONFIG SET | why |\n| --- | --- | --- | --- |\n";
+  for (const CompatRow& r : kCompat) {
+    std::string rt = r.immutable ? "no: immutable (also in Redis)" : r.protect ? "protected" : "yes";
+    if (r.why == Why::kFeature && !r.immutable) rt += ", the default only";
+    if (r.hidden) rt += "; hidden";
+    md += "| `" + std::string(r.name) + "` | " + code_or_empty(r.def) + " | " + rt + " | " + cell(why_text(r.why)) +
+          " |\n";
+  }
+  return md;
+}
+
 // Redis 7.0's configSetCommand: every name is checked first (unknown, immutable,
 // duplicated), then all values are set on a copy, which replaces the options only when
 // every one was accepted -- all or nothing.
-std::string config_set_all(ServerOptions* o, std::span<const std::pair<std::string_view, std::string_view>> pairs) {
+std::string config_set_all(ServerOptions* o, std::span<const std::pair<std::string_view, std::string_view>> pairs,
+                           bool local_client) {
   struct Target {
     const ConfigRow* row;
     const CompatRow* compat;
@@ -576,6 +645,12 @@ std::string config_set_all(ServerOptions* o, std::span<const std::pair<std::stri
       return "ERR Unknown option or number of arguments for CONFIG SET - '" + std::string(name) + "'";
     const bool immutable = t.row ? t.row->runtime == Runtime::kImmutable : t.compat->immutable;
     if (immutable) return failed(name, "can't set immutable config");
+    const bool protect = t.row ? t.row->runtime == Runtime::kProtected : t.compat->protect;
+    if (protect) {
+      const std::string allow = compat_value(*o, *find_compat("enable-protected-configs"));
+      if (!eq_nocase(allow, "yes") && !(eq_nocase(allow, "local") && local_client))
+        return failed(name, "can't set protected config");
+    }
     for (const Target& x : targets)
       if (x.row == t.row && x.compat == t.compat) return failed(name, "duplicate parameter");
     targets.push_back(t);
@@ -697,10 +772,31 @@ std::vector<std::pair<std::string, std::string>> ServerImpl::config_get(std::str
   return config_get_matching(options_, pattern);
 }
 
-std::string ServerImpl::config_set(std::span<const std::pair<std::string_view, std::string_view>> pairs) {
-  const ServerOptions before = options_;
-  const std::string err = config_set_all(&options_, pairs);
-  if (!err.empty()) return err;
+std::string ServerImpl::config_set(std::span<const std::pair<std::string_view, std::string_view>> pairs,
+                                   bool local_client) {
+  ServerOptions next = options_;
+  if (std::string err = config_set_all(&next, pairs, local_client); !err.empty()) return err;
+  auto failed = [](std::string_view name, const std::string& why) {
+    return "ERR CONFIG SET failed (possibly related to argument '" + std::string(name) + "') - " + why;
+  };
+  // Checks that need the server's state, before anything changes.
+  if (next.dir != options_.dir) {
+    if (aof_)
+      return failed("dir", "conduit-kv cannot move the append-only file while it appends to it (CONFIG SET "
+                           "appendonly no first)");
+    struct stat st{};
+    if (::stat(next.dir.c_str(), &st) != 0) return failed("dir", std::strerror(errno));
+    if (!S_ISDIR(st.st_mode)) return failed("dir", std::strerror(ENOTDIR));
+  }
+  const ServerOptions before = std::exchange(options_, std::move(next));
+  if (options_.appendonly && !before.appendonly) {
+    if (std::string err = start_aof(); !err.empty()) {
+      options_ = before;
+      return failed("appendonly", err);
+    }
+  } else if (!options_.appendonly && before.appendonly) {
+    stop_aof();
+  }
   // What changing an option takes besides the new value.
   if (aof_ && options_.appendfsync != before.appendfsync) aof_->set_policy(options_.appendfsync);
   if (options_.limits.max_bulk_len != before.limits.max_bulk_len ||

@@ -121,6 +121,16 @@ void ServerImpl::aof_cron_locked() {
   if (!aof_) return;
   if (aof_->has_pending()) schedule_commit(*workers_[0]);
   if (aof_->rewrite_in_progress()) return;
+  if (aof_->awaiting_first_rewrite()) {
+    // Switched on at run time and the rewrite that starts it failed: try again every 5 s
+    // (Redis schedules another one too); until one succeeds nothing is on disk.
+    const int64_t now = wall_ms();
+    if (now < first_rewrite_retry_ms_) return;
+    first_rewrite_retry_ms_ = now + 5000;
+    CONDUIT_LOG(kWarn) << "aof: the rewrite that starts the AOF failed; starting another";
+    if (const std::string err = bgrewriteaof(); !err.empty()) CONDUIT_LOG(kError) << "conduit-kv: " << err;
+    return;
+  }
   if (rewrite_needed_) {
     rewrite_needed_ = false;
     CONDUIT_LOG(kInfo) << "aof: rewriting the file from memory after a command ran out of memory";

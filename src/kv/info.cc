@@ -248,8 +248,8 @@ struct InfoSections {
     }
   }
 
-  // Latency percentiles per command are not tracked (latency-tracking is accepted without
-  // effect): the section exists and is empty.
+  // Latency percentiles per command are not computed (latency-tracking keeps only the
+  // power-of-two histograms LATENCY HISTOGRAM reports): the section exists and is empty.
   static void latencystats(ServerImpl&, std::string*) {}
 
   static void transports(ServerImpl& s, std::string* out) {

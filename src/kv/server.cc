@@ -43,6 +43,7 @@ ServerImpl::ServerImpl(reactor::EventLoop& loop, const ServerOptions& options) :
   uint64_t seed = 0;
   if (::getentropy(&seed, sizeof seed) == 0 && seed != 0) rng_state_ = seed;
   start_time_ms_ = wall_ms();
+  last_save_time_ = start_time_ms_ / 1000;
   start_mono_ns_ = monotonic_ns();
   refresh_time();
 }
@@ -324,6 +325,15 @@ void ServerImpl::shutdown() {
   if (aof_) {
     if (rewrite_fd_ >= 0 && loop_.watching(rewrite_fd_)) (void)loop_.remove(rewrite_fd_);
     rewrite_fd_ = -1;
+    if (aof_->awaiting_first_rewrite()) {
+      // Switched on at run time and its first file not written yet: the data would be lost
+      // (Redis refuses SHUTDOWN here); write it now and wait.
+      CONDUIT_LOG(kWarn) << "aof: writing the initial AOF before exiting";
+      Status s;
+      if (!aof_->rewrite_in_progress()) s = aof_->start_rewrite([this](int out) { return write_snapshot(out); }).status();
+      if (s.ok()) s = aof_->wait_rewrite();
+      if (!s.ok()) CONDUIT_LOG(kError) << "conduit-kv: the initial AOF was not written: " << s.to_string();
+    }
     aof_->abort_rewrite();
     if (Status s = aof_->flush(); !s.ok()) CONDUIT_LOG(kError) << "conduit-kv: final AOF write failed: " << s.to_string();
     aof_.reset();  // fsyncs
@@ -508,10 +518,15 @@ bool ServerImpl::call(ClientState& client, CommandEntry* entry, std::span<const 
   // command tried again for its waiter is not shown twice.
   if (!monitors_.empty() && !loading_ && serving_client_ != &client && (cmd->flags & (kCmdSkipMonitor | kCmdAdmin)) == 0)
     feed_monitors(client, argv);
-  const uint64_t us = (monotonic_ns() - t0) / 1000;
+  const uint64_t ns = monotonic_ns() - t0;
+  const uint64_t us = ns / 1000;
   if (!ctx.blocked) {
     ++entry->stats.calls;
     entry->stats.usec += us;
+    if (options_.latency_tracking) {
+      const int bucket = ns < 1024 ? 0 : 64 - __builtin_clzll(ns >> 10);
+      ++entry->stats.latency[static_cast<size_t>(std::min(bucket, CommandStats::kLatencyBuckets - 1))];
+    }
   }
   if (us >= 1000 && options_.latency_monitor_threshold_ms > 0 && us / 1000 >= options_.latency_monitor_threshold_ms)
     record_latency((cmd->flags & kCmdFast) ? "fast-command" : "command", us / 1000);
@@ -557,11 +572,11 @@ void ServerImpl::out_of_memory_locked(const CommandDef* cmd, ReplyWriter& reply)
   if ((cmd->flags & kCmdWrite) && aof_ && !loading_) rewrite_needed_ = true;
 }
 
-Entry* ServerImpl::lookup(Database& db, std::string_view key) {
+Entry* ServerImpl::lookup(Database& db, std::string_view key, bool touch) {
   Entry* e = db.find(key);
   if (e == nullptr) return nullptr;
   if (e->expire_ms < 0 || loading_ || e->expire_ms >= now_ms()) {
-    record_access(e);
+    if (touch) record_access(e);
     return e;
   }
   expire_entry(db, e);

@@ -8,6 +8,7 @@
 // (keyspace notifications), tracking.cc (CLIENT TRACKING), eviction.cc (maxmemory policies), commands_*.cc (the commands).
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <deque>
@@ -107,6 +108,11 @@ void client_trackinginfo_cmd(CommandContext& ctx);
 // INFO commandstats.
 struct CommandStats {
   uint64_t calls = 0, usec = 0, rejected = 0, failed = 0;
+  // LATENCY HISTOGRAM: calls by duration in power-of-two buckets, bucket k counting
+  // [1024 << (k-1), 1024 << k) ns (bucket 0: below 1024 ns) -- the buckets Redis reports
+  // from its hdr_histogram (a log iterator from 1024 ns, factor 2).
+  static constexpr int kLatencyBuckets = 40;
+  std::array<uint64_t, kLatencyBuckets> latency{};
 };
 
 // One row of the server's command table: a command or subcommand with its statistics.
@@ -365,13 +371,16 @@ class ServerImpl {
   // command tried again).  Returns true if the command blocked.
   bool call(ClientState& client, CommandEntry* entry, std::span<const std::string_view> argv, ReplyWriter& reply);
   CommandEntry* find_command(std::string_view name) const;
+  // Every command and subcommand, in table order (LATENCY HISTOGRAM).  mu_ held.
+  const std::vector<std::unique_ptr<CommandEntry>>& command_entries() const { return command_store_; }
   // The command or subcommand argv names, or null (with *unknown_sub set when the
   // container exists but not the subcommand).
   CommandEntry* resolve(std::span<const std::string_view> argv, bool* unknown_sub) const;
   std::span<CommandEntry* const> commands() const { return command_list_; }
 
   // Lazy expiry: the entry if alive, else deletes it (propagating DEL) and returns null.
-  Entry* lookup(Database& db, std::string_view key);
+  // touch false: Redis' LOOKUP_NOTOUCH (the key's LRU/LFU access is left as it was).
+  Entry* lookup(Database& db, std::string_view key, bool touch = true);
   // Deletes an expired entry: stats, DEL to the AOF, WATCH.
   void expire_entry(Database& db, Entry* e);
   Database& db(int i) { return *dbs_[static_cast<size_t>(i)]; }
@@ -483,7 +492,8 @@ class ServerImpl {
   // CONFIG GET pattern -> (name, value) pairs; CONFIG SET name value ... (all or nothing)
   // -> the error reply or "".
   std::vector<std::pair<std::string, std::string>> config_get(std::string_view pattern) const;
-  std::string config_set(std::span<const std::pair<std::string_view, std::string_view>> pairs);
+  // local_client: the client is on this host (loopback, shm), for enable-protected-configs local.
+  std::string config_set(std::span<const std::pair<std::string_view, std::string_view>> pairs, bool local_client);
   std::string client_list_line(const ClientConn& c) const;
   // Live clients, oldest first (not those a CLIENT KILL is closing).
   std::vector<const ClientConn*> clients() const;
@@ -491,6 +501,13 @@ class ServerImpl {
   // Closes a client now when it is served by the calling thread, else asks its worker to.
   void kill_client(ClientConn* c);
   std::string bgrewriteaof();
+  // CONFIG SET appendonly yes|no at run time (Redis' startAppendOnly / stopAppendOnly).
+  // start: a rewrite of the dataset becomes the new file (an old file at the path is
+  // replaced), commands meanwhile are kept for it; "" or why it could not start.
+  // stop: writes what is queued, fsyncs and closes the file (a running rewrite is killed).
+  std::string start_aof();
+  void stop_aof();
+  std::string aof_path() const { return options_.dir + "/" + options_.appendfilename; }
   // CONFIG REWRITE: writes the effective configuration back to the config file (config.cc).
   std::string config_rewrite();
   void request_shutdown();
@@ -519,7 +536,9 @@ class ServerImpl {
   std::function<void()> shutdown_handler_;
   int64_t start_time_ms_ = 0;
   uint64_t start_mono_ns_ = 0;
-  int64_t last_save_time_ = 0;           // LASTSAVE: the server start, or the last AOF rewrite
+  // LASTSAVE / rdb_last_save_time: the server start in seconds (Redis counts the dataset as
+  // saved at start; conduit-kv makes no RDB saves that would move it).
+  int64_t last_save_time_ = 0;
   uint64_t rdb_changes_since_save_ = 0;  // "dirty" in Redis' INFO persistence
   uint64_t aof_rewrites_scheduled_ = 0;
   uint64_t evicted_keys_ = 0;
@@ -672,6 +691,7 @@ class ServerImpl {
     void on_events(uint32_t) override { s->on_rewrite_done(); }
   } rewrite_watch_;
   int rewrite_fd_ = -1;
+  int64_t first_rewrite_retry_ms_ = 0;  // an AOF switched on whose first rewrite failed
   bool rewrite_needed_ = false;  // a write ran out of memory: the cron rewrites the AOF
 
   // instantaneous_ops_per_sec: samples of (time, commands) every cron tick.
@@ -704,6 +724,9 @@ inline constexpr std::string_view kNotFloat = "ERR value is not a valid float";
 inline constexpr std::string_view kMustBePositive = "ERR value is out of range, must be positive";
 
 Entry* lookup_read(CommandContext& ctx, std::string_view key);
+// As lookup_read (stats, keymiss) without making the key recently used: TTL, TYPE, EXISTS
+// (Redis' LOOKUP_NOTOUCH).
+Entry* lookup_read_notouch(CommandContext& ctx, std::string_view key);
 Entry* lookup_write(CommandContext& ctx, std::string_view key);
 // Replies WRONGTYPE and returns false when e is not of type t.
 bool check_type(CommandContext& ctx, const Entry* e, Type t);
@@ -736,6 +759,8 @@ void numkeys_keys(std::span<const std::string_view> argv, std::vector<size_t>* o
   for (size_t i = 0; i < static_cast<size_t>(n) && At + 1 + i < argv.size(); ++i) out->push_back(At + 1 + i);
 }
 std::string wrong_args(std::string_view cmd);
+// A client of this host: shm, or a loopback address (protected-mode, protected configs).
+bool is_loopback(const std::string& scheme, const std::string& peer);
 std::string unknown_subcommand(std::string_view sub, std::string_view cmd);
 // A new entry under key (which must be absent): Redis' dbAdd, with its "new" event.
 Entry* add_key(CommandContext& ctx, std::string_view key);
@@ -751,7 +776,8 @@ bool normalize_range(int64_t* start, int64_t* end, int64_t len);
 void reply_help(CommandContext& ctx, std::string_view cmd, std::initializer_list<const char*> lines);
 // config.cc: CONFIG SET of several options at once, all or nothing, with Redis' errors;
 // CONFIG GET by glob pattern.
-std::string config_set_all(ServerOptions* o, std::span<const std::pair<std::string_view, std::string_view>> pairs);
+std::string config_set_all(ServerOptions* o, std::span<const std::pair<std::string_view, std::string_view>> pairs,
+                           bool local_client = false);
 std::vector<std::pair<std::string, std::string>> config_get_matching(const ServerOptions& o, std::string_view pattern);
 // Deletes the key (a write: the caller counts dirty).
 void delete_entry(CommandContext& ctx, Entry* e);

@@ -241,5 +241,161 @@ TEST(Aof, NoFileMeansEmptyAndIsCreated) {
   EXPECT_EQ(::stat(aof_path(dir).c_str(), &st), 0);
 }
 
+// CONFIG SET appendonly yes|no at run time (Redis 7.0's startAppendOnly / stopAppendOnly).
+std::string wait_first_rewrite(ServerThread& s) {
+  std::string info;
+  for (int i = 0; i < 1000; ++i) {
+    info = s.info("persistence");
+    if (info.find("aof_rewrite_in_progress:0") != std::string::npos && info.find("aof_rewrites:1") != std::string::npos)
+      break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return info;
+}
+
+TEST(Aof, SwitchedOnAtRunTimeWritesTheDatasetThenAppends) {
+  TempDir dir;
+  // A file left by an earlier run with the AOF on: replaced, never appended to.
+  append_file(aof_path(dir), "*3\r\n$3\r\nSET\r\n$5\r\nstale\r\n$1\r\nx\r\n");
+  ServerOptions off = aof_options(dir);
+  off.appendonly = false;
+  off.io_threads = 2;
+  {
+    ServerThread s(off);
+    ASSERT_TRUE(s.ok()) << s.status().to_string();
+    auto c = Client::connect(s.url("tcp"));
+    ASSERT_TRUE(c.ok());
+    auto& k = **c;
+    EXPECT_EQ(fmt(k.command({"SET", "before", "1"})), "+OK");
+    EXPECT_EQ(fmt(k.command({"RPUSH", "l", "a", "b"})), ":2");
+    EXPECT_EQ(fmt(k.command({"SET", "ttl", "v", "EX", "1000"})), "+OK");
+    EXPECT_EQ(fmt(k.command({"SELECT", "3"})), "+OK");
+    EXPECT_EQ(fmt(k.command({"HSET", "h3", "f", "v"})), ":1");
+    EXPECT_EQ(fmt(k.command({"SELECT", "0"})), "+OK");
+    EXPECT_NE(s.info("persistence").find("aof_enabled:0"), std::string::npos);
+    EXPECT_EQ(fmt(k.command({"CONFIG", "SET", "appendonly", "yes"})), "+OK");
+    EXPECT_EQ(fmt(k.command({"CONFIG", "GET", "appendonly"})), "[\"appendonly\", \"yes\"]");
+    // Writes while the first rewrite runs are kept for it.
+    for (int i = 0; i < 100; ++i) ASSERT_EQ(fmt(k.command({"INCR", "during"})), ":" + std::to_string(i + 1));
+    const std::string info = wait_first_rewrite(s);
+    EXPECT_NE(info.find("aof_enabled:1"), std::string::npos) << info;
+    EXPECT_NE(info.find("aof_rewrites:1"), std::string::npos) << info;
+    EXPECT_NE(info.find("aof_last_bgrewrite_status:ok"), std::string::npos) << info;
+    EXPECT_EQ(fmt(k.command({"SET", "after", "2"})), "+OK");
+    EXPECT_EQ(fmt(k.command({"RPUSH", "l", "c"})), ":3");
+  }
+  EXPECT_EQ(read_file(aof_path(dir)).find("stale"), std::string::npos);
+  ServerThread s(aof_options(dir));
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  auto c = Client::connect(s.url("tcp"));
+  auto& k = **c;
+  EXPECT_EQ(fmt(k.command({"GET", "before"})), "\"1\"");
+  EXPECT_EQ(fmt(k.command({"GET", "after"})), "\"2\"");
+  EXPECT_EQ(fmt(k.command({"GET", "during"})), "\"100\"");
+  EXPECT_EQ(fmt(k.command({"LRANGE", "l", "0", "-1"})), "[\"a\", \"b\", \"c\"]");
+  EXPECT_GT(k.command({"TTL", "ttl"})->integer, 990);
+  EXPECT_EQ(fmt(k.command({"EXISTS", "stale"})), ":0");
+  EXPECT_EQ(fmt(k.command({"SELECT", "3"})), "+OK");
+  EXPECT_EQ(fmt(k.command({"HGET", "h3", "f"})), "\"v\"");
+}
+
+TEST(Aof, SwitchedOffAtRunTimeStopsAppending) {
+  TempDir dir;
+  ServerOptions on = aof_options(dir, AppendFsync::kEverysec);
+  on.io_threads = 4;  // CONFIG SET may run on a thread that is not the one watching rewrites
+  {
+    ServerThread s(on);
+    ASSERT_TRUE(s.ok()) << s.status().to_string();
+    // Several connections: with four io threads some land off the first thread.
+    for (int n = 0; n < 4; ++n) {
+      auto c = Client::connect(s.url("tcp"));
+      ASSERT_TRUE(c.ok());
+      auto& k = **c;
+      EXPECT_EQ(fmt(k.command({"SET", "kept" + std::to_string(n), "v"})), "+OK");
+      EXPECT_EQ(fmt(k.command({"CONFIG", "SET", "appendonly", "no"})), "+OK");
+      EXPECT_NE(s.info("persistence").find("aof_enabled:0"), std::string::npos);
+      EXPECT_EQ(fmt(k.command({"SET", "lost" + std::to_string(n), "v"})), "+OK");
+      EXPECT_EQ(fmt(k.command({"BGREWRITEAOF"})).substr(0, 4), "-ERR");
+      if (n == 3) break;
+      EXPECT_EQ(fmt(k.command({"CONFIG", "SET", "appendonly", "yes"})), "+OK");
+      EXPECT_NE(wait_first_rewrite(s).find("aof_rewrites:1"), std::string::npos);
+    }
+  }
+  const std::string file = read_file(aof_path(dir));
+  EXPECT_EQ(file.find("lost3"), std::string::npos);
+  ServerThread s(on);
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  auto c = Client::connect(s.url("tcp"));
+  auto& k = **c;
+  EXPECT_EQ(fmt(k.command({"EXISTS", "kept0", "kept1", "kept2", "kept3", "lost3"})), ":4");
+  // Each lost<n> (n < 3) was written while the AOF was off, then the next switch-on's
+  // rewrite put it in: what is in memory when the AOF starts is in the file.
+  EXPECT_EQ(fmt(k.command({"EXISTS", "lost0", "lost1", "lost2"})), ":3");
+}
+
+TEST(Aof, ShutdownWritesTheInitialFileOfAnAofJustSwitchedOn) {
+  TempDir dir;
+  ServerOptions off = aof_options(dir);
+  off.appendonly = false;
+  {
+    ServerThread s(off);
+    auto c = Client::connect(s.url("tcp"));
+    auto& k = **c;
+    std::vector<std::vector<std::string>> cmds;
+    // 40 MB for the child to write: the shutdown comes while it does.
+    for (int i = 0; i < 20000; ++i) cmds.push_back({"SET", "k" + std::to_string(i), std::string(2000, 'v')});
+    ASSERT_TRUE(k.pipeline(cmds).ok());
+    EXPECT_EQ(fmt(k.command({"CONFIG", "SET", "appendonly", "yes"})), "+OK");
+    EXPECT_EQ(fmt(k.command({"SET", "last", "x"})), "+OK");
+    s.stop();  // at once, most likely while the first rewrite runs
+  }
+  ServerThread s(aof_options(dir));
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  auto c = Client::connect(s.url("tcp"));
+  auto& k = **c;
+  EXPECT_EQ(fmt(k.command({"DBSIZE"})), ":20001");
+  EXPECT_EQ(k.command({"STRLEN", "k19999"})->integer, 2000);
+  EXPECT_EQ(fmt(k.command({"GET", "last"})), "\"x\"");
+}
+
+// Redis 7.0: dir is a protected config (enable-protected-configs); conduit-kv moves the
+// AOF's directory only while the AOF is off.
+TEST(Aof, DirIsProtectedAndChangesOnlyWhileTheAofIsOff) {
+  TempDir dir, other;
+  ServerOptions o = aof_options(dir);
+  {
+    ServerThread s(o);
+    auto c = Client::connect(s.url("tcp"));
+    EXPECT_EQ(fmt((*c)->command({"CONFIG", "SET", "dir", other.path()})),
+              "-ERR CONFIG SET failed (possibly related to argument 'dir') - can't set protected config");
+    EXPECT_EQ(fmt((*c)->command({"CONFIG", "SET", "dbfilename", "x.rdb"})),
+              "-ERR CONFIG SET failed (possibly related to argument 'dbfilename') - can't set protected config");
+  }
+  {
+    // local: from a loopback (or shm) client only -- this test's client is one.
+    ServerOptions local = o;
+    local.redis_compat["enable-protected-configs"] = "local";
+    local.appendonly = false;
+    ServerThread s(local);
+    auto c = Client::connect(s.url("tcp"));
+    EXPECT_EQ(fmt((*c)->command({"CONFIG", "SET", "dir", other.path()})), "+OK");
+  }
+  o.redis_compat["enable-protected-configs"] = "yes";
+  ServerThread s(o);
+  auto c = Client::connect(s.url("tcp"));
+  auto& k = **c;
+  EXPECT_EQ(fmt(k.command({"CONFIG", "SET", "dir", other.path()})).substr(0, 81),
+            "-ERR CONFIG SET failed (possibly related to argument 'dir') - conduit-kv cannot m");
+  EXPECT_EQ(fmt(k.command({"CONFIG", "SET", "appendonly", "no"})), "+OK");
+  EXPECT_EQ(fmt(k.command({"CONFIG", "SET", "dir", other.path() + "/nope"})),
+            "-ERR CONFIG SET failed (possibly related to argument 'dir') - No such file or directory");
+  EXPECT_EQ(fmt(k.command({"CONFIG", "SET", "dir", other.path()})), "+OK");
+  EXPECT_EQ(fmt(k.command({"CONFIG", "GET", "dir"})), "[\"dir\", \"" + other.path() + "\"]");
+  EXPECT_EQ(fmt(k.command({"SET", "moved", "1"})), "+OK");
+  EXPECT_EQ(fmt(k.command({"CONFIG", "SET", "appendonly", "yes"})), "+OK");
+  EXPECT_NE(wait_first_rewrite(s).find("aof_rewrites:1"), std::string::npos);
+  EXPECT_NE(read_file(other.path() + "/appendonly.aof").find("moved"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace conduit::kv

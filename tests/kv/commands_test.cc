@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <ctime>
 #include <cstdio>
 #include <cstdlib>
 #include <set>
@@ -571,6 +572,262 @@ TEST_P(Commands, QuitAndBigValues) {
   EXPECT_FALSE(c_->command({"PING"}).ok());
 }
 
+// OBJECT's subcommands and TOUCH (Redis 7.0's texts; the encodings are conduit-kv's own,
+// docs/KV.md).  IDLETIME needs a second to pass.
+TEST_P(Commands, ObjectAndTouch) {
+  EXPECT_EQ(r({"SET", "s", "v"}), "+OK");
+  EXPECT_EQ(r({"RPUSH", "l", "a"}), ":1");
+  EXPECT_EQ(r({"HSET", "h", "f", "v"}), ":1");
+  EXPECT_EQ(r({"SADD", "st", "m"}), ":1");
+  EXPECT_EQ(r({"ZADD", "z", "1", "m"}), ":1");
+  EXPECT_EQ(r({"XADD", "x", "1-1", "f", "v"}), "\"1-1\"");
+  EXPECT_EQ(r({"OBJECT", "ENCODING", "s"}), "\"raw\"");
+  EXPECT_EQ(r({"OBJECT", "ENCODING", "l"}), "\"deque\"");
+  EXPECT_EQ(r({"OBJECT", "ENCODING", "h"}), "\"hashtable\"");
+  EXPECT_EQ(r({"OBJECT", "ENCODING", "st"}), "\"hashtable\"");
+  EXPECT_EQ(r({"OBJECT", "ENCODING", "z"}), "\"rbtree\"");
+  EXPECT_EQ(r({"OBJECT", "ENCODING", "x"}), "\"vector\"");
+  EXPECT_EQ(r({"OBJECT", "ENCODING", "nope"}), "nil");
+  EXPECT_EQ(r({"OBJECT", "REFCOUNT", "s"}), ":1");
+  EXPECT_EQ(r({"OBJECT", "REFCOUNT", "nope"}), "nil");
+  EXPECT_EQ(r({"OBJECT", "FREQ", "s"}),
+            "-ERR An LFU maxmemory policy is not selected, access frequency not tracked. Please note that when "
+            "switching between policies at runtime LRU and LFU data will take some time to adjust.");
+  EXPECT_EQ(r({"OBJECT", "NOSUCH", "s"}).substr(0, 40), "-ERR unknown subcommand 'NOSUCH'. Try OB");
+  std::this_thread::sleep_for(std::chrono::milliseconds(2100));
+  EXPECT_GE(c_->command({"OBJECT", "IDLETIME", "s"})->integer, 2);
+  EXPECT_GE(c_->command({"OBJECT", "IDLETIME", "l"})->integer, 2);
+  // TTL, TYPE and EXISTS do not make a key recently used (Redis' LOOKUP_NOTOUCH).
+  EXPECT_EQ(r({"TTL", "h"}), ":-1");
+  EXPECT_EQ(r({"TYPE", "h"}), "+hash");
+  EXPECT_EQ(r({"EXISTS", "h"}), ":1");
+  // TOUCH counts existing keys and makes them recently used; OBJECT itself does not.
+  EXPECT_EQ(r({"TOUCH", "s", "nope", "l"}), ":2");
+  EXPECT_EQ(r({"OBJECT", "IDLETIME", "s"}), ":0");
+  EXPECT_EQ(r({"OBJECT", "IDLETIME", "l"}), ":0");
+  EXPECT_GE(c_->command({"OBJECT", "IDLETIME", "h"})->integer, 2);
+  EXPECT_EQ(r({"OBJECT", "IDLETIME", "nope"}), "nil");
+}
+
+TEST_P(Commands, BitCountPosOp) {
+  EXPECT_EQ(r({"SET", "b", "foobar"}), "+OK");
+  EXPECT_EQ(r({"BITCOUNT", "b"}), ":26");
+  EXPECT_EQ(r({"BITCOUNT", "b", "0", "0"}), ":4");
+  EXPECT_EQ(r({"BITCOUNT", "b", "1", "1"}), ":6");
+  EXPECT_EQ(r({"BITCOUNT", "b", "-2", "-1"}), ":7");
+  EXPECT_EQ(r({"BITCOUNT", "b", "5", "30", "BIT"}), ":17");
+  EXPECT_EQ(r({"BITCOUNT", "nope"}), ":0");
+  EXPECT_EQ(r({"BITCOUNT", "b", "0"}), "-ERR syntax error");
+  EXPECT_EQ(r({"SET", "p", std::string("\xff\xf0\x00", 3)}), "+OK");
+  EXPECT_EQ(r({"BITPOS", "p", "0"}), ":12");
+  EXPECT_EQ(r({"SET", "p", std::string("\x00\xff\xf0", 3)}), "+OK");
+  EXPECT_EQ(r({"BITPOS", "p", "1", "0"}), ":8");
+  EXPECT_EQ(r({"BITPOS", "p", "1", "2"}), ":16");
+  EXPECT_EQ(r({"BITPOS", "p", "1", "2", "-1", "BYTE"}), ":16");
+  EXPECT_EQ(r({"BITPOS", "p", "1", "7", "15", "BIT"}), ":8");
+  EXPECT_EQ(r({"SET", "z", std::string("\x00\x00\x00", 3)}), "+OK");
+  EXPECT_EQ(r({"BITPOS", "z", "1"}), ":-1");
+  EXPECT_EQ(r({"BITPOS", "nope", "0"}), ":0");
+  EXPECT_EQ(r({"BITPOS", "p", "2"}), "-ERR The bit argument must be 1 or 0.");
+  EXPECT_EQ(r({"SET", "k1", "foobar"}), "+OK");
+  EXPECT_EQ(r({"SET", "k2", "abcdef"}), "+OK");
+  EXPECT_EQ(r({"BITOP", "AND", "dest", "k1", "k2"}), ":6");
+  EXPECT_EQ(r({"GET", "dest"}), "\"`bc`ab\"");
+  EXPECT_EQ(r({"BITOP", "OR", "dest", "k1", "k2"}), ":6");
+  EXPECT_EQ(r({"GET", "dest"}), "\"goofev\"");
+  EXPECT_EQ(r({"BITOP", "XOR", "dest", "k1", "nope"}), ":6");
+  EXPECT_EQ(r({"GET", "dest"}), "\"foobar\"");
+  EXPECT_EQ(r({"SET", "one", std::string("\x0f", 1)}), "+OK");
+  EXPECT_EQ(r({"BITOP", "NOT", "dest", "one"}), ":1");
+  EXPECT_EQ(r({"STRLEN", "dest"}), ":1");
+  EXPECT_EQ(r({"BITCOUNT", "dest"}), ":4");
+  EXPECT_EQ(r({"BITOP", "NOT", "dest", "k1", "k2"}), "-ERR BITOP NOT must be called with a single source key.");
+  EXPECT_EQ(r({"BITOP", "AND", "dest", "nope", "nope2"}), ":0");
+  EXPECT_EQ(r({"EXISTS", "dest"}), ":0");  // an empty result deletes the destination
+  EXPECT_EQ(r({"RPUSH", "list", "x"}), ":1");
+  EXPECT_EQ(r({"BITCOUNT", "list"}), "-WRONGTYPE Operation against a key holding the wrong kind of value");
+}
+
+TEST_P(Commands, Bitfield) {
+  EXPECT_EQ(r({"BITFIELD", "bf", "SET", "u8", "0", "255", "GET", "u8", "0"}), "[:0, :255]");
+  EXPECT_EQ(r({"BITFIELD", "bf", "INCRBY", "u8", "0", "10"}), "[:9]");  // WRAP is the default
+  EXPECT_EQ(r({"BITFIELD", "bf", "OVERFLOW", "SAT", "INCRBY", "u8", "0", "300"}), "[:255]");
+  EXPECT_EQ(r({"BITFIELD", "bf", "OVERFLOW", "FAIL", "INCRBY", "u8", "0", "1"}), "[nil]");
+  EXPECT_EQ(r({"BITFIELD", "bf", "GET", "u8", "0"}), "[:255]");
+  EXPECT_EQ(r({"BITFIELD", "bf", "OVERFLOW", "SAT", "INCRBY", "i8", "8", "-200"}), "[:-128]");
+  EXPECT_EQ(r({"BITFIELD", "bf", "OVERFLOW", "WRAP", "INCRBY", "i8", "8", "-1"}), "[:127]");
+  EXPECT_EQ(r({"BITFIELD", "bf", "SET", "i5", "#1", "-3", "GET", "i5", "#1", "GET", "u5", "#1"}), "[:-3, :-3, :29]");
+  EXPECT_EQ(r({"BITFIELD", "bf", "GET", "i64", "0"}).substr(0, 1), "[");
+  EXPECT_EQ(r({"BITFIELD", "bf", "GET", "u64", "0"}),
+            "-ERR Invalid bitfield type. Use something like i16 u8. Note that u64 is not supported but i64 is.");
+  EXPECT_EQ(r({"BITFIELD", "bf", "GET", "u8", "-1"}), "-ERR bit offset is not an integer or out of range");
+  EXPECT_EQ(r({"BITFIELD", "bf", "OVERFLOW", "NOPE", "GET", "u8", "0"}), "-ERR Invalid OVERFLOW type specified");
+  EXPECT_EQ(r({"BITFIELD_RO", "bf", "GET", "u8", "0"}), "[:255]");
+  EXPECT_EQ(r({"BITFIELD_RO", "bf", "SET", "u8", "0", "1"}), "-ERR BITFIELD_RO only supports the GET subcommand");
+  EXPECT_EQ(r({"BITFIELD", "fresh", "GET", "u8", "0"}), "[:0]");
+  EXPECT_EQ(r({"EXISTS", "fresh"}), ":0");
+}
+
+TEST_P(Commands, CollectionScans) {
+  std::vector<std::vector<std::string>> cmds;
+  for (int i = 0; i < 300; ++i) {
+    const std::string n = std::to_string(i);
+    cmds.push_back({"HSET", "h", "f" + n, "v" + n});
+    cmds.push_back({"SADD", "s", "m" + n});
+    cmds.push_back({"ZADD", "z", n, "m" + n});
+  }
+  ASSERT_TRUE(c_->pipeline(cmds).ok());
+  for (const char* cmd : {"HSCAN", "SSCAN", "ZSCAN"}) {
+    const std::string key = std::string(cmd) == "HSCAN" ? "h" : std::string(cmd) == "SSCAN" ? "s" : "z";
+    std::set<std::string> seen;
+    std::string cursor = "0";
+    int rounds = 0;
+    do {
+      auto s = c_->command({cmd, key, cursor, "COUNT", "17"});
+      ASSERT_TRUE(s.ok());
+      ASSERT_EQ(s->elements.size(), 2u) << fmt(*s);
+      cursor = s->elements[0].str;
+      const auto& items = s->elements[1].elements;
+      const size_t step = std::string(cmd) == "SSCAN" ? 1 : 2;
+      ASSERT_EQ(items.size() % step, 0u);
+      for (size_t i = 0; i < items.size(); i += step) {
+        seen.insert(items[i].str);
+        if (std::string(cmd) == "HSCAN") {
+          EXPECT_EQ(items[i + 1].str, "v" + items[i].str.substr(1));
+        } else if (std::string(cmd) == "ZSCAN") {
+          EXPECT_EQ(items[i + 1].str, items[i].str.substr(1));
+        }
+      }
+      ASSERT_LT(++rounds, 1000);
+    } while (cursor != "0");
+    EXPECT_EQ(seen.size(), 300u) << cmd;
+    auto m = c_->command({cmd, key, "0", "MATCH", "*29?", "COUNT", "1000"});
+    ASSERT_TRUE(m.ok());
+    EXPECT_EQ(m->elements[1].elements.size(), (std::string(cmd) == "SSCAN" ? 1u : 2u) * 10) << cmd;  // 290..299
+    EXPECT_EQ(r({cmd, key, "x"}), "-ERR invalid cursor");
+    EXPECT_EQ(r({cmd, "nope", "0"}), "[\"0\", []]");
+  }
+  EXPECT_EQ(r({"SSCAN", "h", "0"}), "-WRONGTYPE Operation against a key holding the wrong kind of value");
+}
+
+TEST_P(Commands, InfoStatsSectionsAndErrorCounts) {
+  EXPECT_EQ(r({"CONFIG", "RESETSTAT"}), "+OK");
+  EXPECT_EQ(r({"SET", "k", "v"}), "+OK");
+  EXPECT_EQ(r({"GET", "k"}), "\"v\"");
+  EXPECT_EQ(r({"SELECT", "2"}), "+OK");
+  EXPECT_EQ(r({"SET", "e", "v", "EX", "100"}), "+OK");
+  EXPECT_EQ(r({"SELECT", "0"}), "+OK");
+  EXPECT_EQ(r({"INCR", "k"}), "-ERR value is not an integer or out of range");
+  EXPECT_EQ(r({"LPUSH", "k", "x"}), "-WRONGTYPE Operation against a key holding the wrong kind of value");
+  EXPECT_EQ(r({"NOSUCH"}).substr(0, 20), "-ERR unknown command");
+  const std::string cs = c_->command({"INFO", "commandstats"})->str;
+  EXPECT_NE(cs.find("# Commandstats"), std::string::npos) << cs;
+  EXPECT_NE(cs.find("cmdstat_set:calls=2,usec="), std::string::npos) << cs;
+  EXPECT_NE(cs.find("cmdstat_incr:calls=1,"), std::string::npos) << cs;
+  EXPECT_NE(cs.find(",rejected_calls=0,failed_calls=1"), std::string::npos) << cs;
+  const std::string es = c_->command({"INFO", "errorstats"})->str;
+  EXPECT_NE(es.find("errorstat_ERR:count=2"), std::string::npos) << es;
+  EXPECT_NE(es.find("errorstat_WRONGTYPE:count=1"), std::string::npos) << es;
+  EXPECT_NE(c_->command({"INFO", "stats"})->str.find("total_error_replies:3"), std::string::npos);
+  const std::string ks = c_->command({"INFO", "keyspace"})->str;
+  EXPECT_NE(ks.find("db0:keys=1,expires=0,avg_ttl=0"), std::string::npos) << ks;
+  EXPECT_NE(ks.find("db2:keys=1,expires=1,avg_ttl="), std::string::npos) << ks;
+  EXPECT_EQ(r({"CONFIG", "RESETSTAT"}), "+OK");
+  EXPECT_NE(c_->command({"INFO", "stats"})->str.find("total_error_replies:0"), std::string::npos);
+  EXPECT_EQ(c_->command({"INFO", "errorstats"})->str.find("errorstat_"), std::string::npos);
+}
+
+TEST_P(Commands, LatencyMemoryScriptsWaitLastsave) {
+  // LATENCY: a command slower than the threshold is recorded under "command".
+  EXPECT_EQ(r({"LATENCY", "RESET"}), ":0");
+  EXPECT_EQ(r({"LATENCY", "LATEST"}), "[]");
+  EXPECT_EQ(r({"CONFIG", "SET", "latency-monitor-threshold", "1"}), "+OK");
+  std::vector<std::vector<std::string>> cmds;
+  for (int i = 0; i < 100000; ++i) cmds.push_back({"SET", "key:" + std::to_string(i), "v"});
+  ASSERT_TRUE(c_->pipeline(cmds).ok());
+  for (int i = 0; i < 20 && r({"LATENCY", "LATEST"}) == "[]"; ++i) (void)c_->command({"KEYS", "*:1*9"});
+  auto latest = c_->command({"LATENCY", "LATEST"});
+  EXPECT_EQ(r({"CONFIG", "SET", "latency-monitor-threshold", "0"}), "+OK");
+  ASSERT_TRUE(latest.ok());
+  ASSERT_GE(latest->elements.size(), 1u) << fmt(*latest);
+  ASSERT_EQ(latest->elements[0].elements.size(), 4u) << fmt(*latest);  // event, time, latest, max
+  EXPECT_EQ(latest->elements[0].elements[0].str, "command");
+  EXPECT_GE(latest->elements[0].elements[2].integer, 1);
+  EXPECT_NE(c_->command({"LATENCY", "DOCTOR"})->str.find("The latency monitor is disabled"), std::string::npos);
+  EXPECT_EQ(r({"CONFIG", "SET", "latency-monitor-threshold", "1000"}), "+OK");
+  EXPECT_NE(c_->command({"LATENCY", "DOCTOR"})->str.find("1. command: "), std::string::npos);
+  EXPECT_EQ(r({"CONFIG", "SET", "latency-monitor-threshold", "0"}), "+OK");
+  EXPECT_EQ(r({"LATENCY", "RESET", "command"}), ":1");
+  // LATENCY HISTOGRAM: calls and cumulative counts per power-of-two bucket (microseconds).
+  EXPECT_EQ(r({"CONFIG", "RESETSTAT"}), "+OK");
+  EXPECT_EQ(r({"SET", "a", "b"}), "+OK");
+  EXPECT_EQ(r({"SET", "a", "c"}), "+OK");
+  EXPECT_GE(c_->command({"CLIENT", "ID"})->integer, 1);
+  auto h = c_->command({"LATENCY", "HISTOGRAM", "set", "client", "nosuch"});
+  ASSERT_TRUE(h.ok());
+  ASSERT_EQ(h->elements.size(), 4u) << fmt(*h);  // set, client|id (RESP2: name, value pairs)
+  EXPECT_EQ(h->elements[0].str, "set");
+  ASSERT_EQ(h->elements[1].elements.size(), 4u) << fmt(*h);
+  EXPECT_EQ(fmt(h->elements[1].elements[0]), "\"calls\"");
+  EXPECT_EQ(fmt(h->elements[1].elements[1]), ":2");
+  const auto& buckets = h->elements[1].elements[3].elements;
+  ASSERT_GE(buckets.size(), 2u);
+  EXPECT_EQ(buckets.back().integer, 2);  // cumulative: the last bucket holds every call
+  EXPECT_EQ(h->elements[2].str, "client|id");
+  EXPECT_EQ(r({"LATENCY", "HISTOGRAM", "nosuch"}), "[]");
+  // latency-tracking no: calls are still counted (INFO commandstats), no histograms.
+  EXPECT_EQ(r({"CONFIG", "SET", "latency-tracking", "no"}), "+OK");
+  EXPECT_EQ(r({"CONFIG", "RESETSTAT"}), "+OK");
+  EXPECT_EQ(r({"SET", "a", "b"}), "+OK");
+  EXPECT_EQ(r({"LATENCY", "HISTOGRAM", "set"}), "[]");
+  EXPECT_NE(c_->command({"INFO", "commandstats"})->str.find("cmdstat_set:calls=1,"), std::string::npos);
+  EXPECT_EQ(r({"CONFIG", "SET", "latency-tracking", "yes"}), "+OK");
+  EXPECT_EQ(r({"LATENCY", "LATEST"}), "[]");
+  // MEMORY USAGE: grows with the value; nil for a missing key.
+  EXPECT_EQ(r({"SET", "small", "x"}), "+OK");
+  EXPECT_EQ(r({"SET", "big", std::string(100000, 'x')}), "+OK");
+  const int64_t small = c_->command({"MEMORY", "USAGE", "small"})->integer;
+  const int64_t big = c_->command({"MEMORY", "USAGE", "big", "SAMPLES", "0"})->integer;
+  EXPECT_GT(small, 0);
+  EXPECT_GE(big, 100000);
+  EXPECT_LT(small, 200);
+  EXPECT_EQ(r({"MEMORY", "USAGE", "nope"}), "nil");
+  EXPECT_EQ(r({"MEMORY", "USAGE", "big", "SAMPLES"}), "-ERR syntax error");
+  // No script engine: flushing and listing nothing is true, loading or running is refused.
+  EXPECT_EQ(r({"FUNCTION", "FLUSH"}), "+OK");
+  EXPECT_EQ(r({"FUNCTION", "FLUSH", "ASYNC"}), "+OK");
+  EXPECT_EQ(r({"FUNCTION", "LIST"}), "[]");
+  const std::string no_scripts =
+      "-ERR conduit-kv has no script engine: Lua scripts and functions (EVAL, FUNCTION LOAD, SCRIPT LOAD) are not "
+      "supported";
+  EXPECT_EQ(r({"FUNCTION", "LOAD", "#!lua name=x\nredis.register_function('f', function() return 1 end)"}), no_scripts);
+  EXPECT_EQ(r({"SCRIPT", "LOAD", "return 1"}), no_scripts);
+  EXPECT_EQ(r({"SCRIPT", "FLUSH"}), "+OK");
+  EXPECT_EQ(r({"EVAL", "return 1", "0"}).substr(0, 27), "-ERR unknown command 'EVAL'");
+  // WAIT: no replicas, so 0 at once; LASTSAVE: the start time (no RDB saves).
+  EXPECT_EQ(r({"WAIT", "0", "0"}), ":0");
+  EXPECT_EQ(r({"WAIT", "1", "10"}), ":0");
+  const int64_t lastsave = c_->command({"LASTSAVE"})->integer;
+  EXPECT_GT(lastsave, 1600000000);
+  EXPECT_LE(lastsave, static_cast<int64_t>(std::time(nullptr)));
+}
+
+// conduit-kv is always a master: REPLICAOF NO ONE is true, following another server is
+// refused (Redis' port check first).
+TEST_P(Commands, ReplicaofNoOneOnly) {
+  EXPECT_EQ(r({"REPLICAOF", "NO", "ONE"}), "+OK");
+  EXPECT_EQ(r({"SLAVEOF", "no", "one"}), "+OK");
+  EXPECT_EQ(r({"REPLICAOF", "127.0.0.1", "6380"}),
+            "-ERR conduit-kv has no replication: it cannot become a replica of 127.0.0.1:6380 (REPLICAOF NO ONE is "
+            "accepted; it is always a master)");
+  EXPECT_EQ(r({"SLAVEOF", "h", "1"}).substr(0, 36), "-ERR conduit-kv has no replication: ");
+  EXPECT_EQ(r({"REPLICAOF", "h", "port"}), "-ERR Invalid master port");
+  EXPECT_EQ(r({"REPLICAOF", "h", "70000"}), "-ERR Invalid master port");
+  EXPECT_EQ(r({"REPLICAOF", "NO"}), "-ERR wrong number of arguments for 'replicaof' command");
+  EXPECT_NE(c_->command({"INFO", "replication"})->str.find("role:master"), std::string::npos);
+  EXPECT_EQ(r({"CONFIG", "SET", "replicaof", "no one"}), "+OK");
+}
+
 #ifdef CONDUIT_KV_COMMANDS_RDMA
 INSTANTIATE_TEST_SUITE_P(Transports, Commands, ::testing::Values("rdma"), [](const auto& p) { return p.param; });
 #else
@@ -668,6 +925,120 @@ TEST(ServerOptionsTest, ShutdownCommand) {
   for (int i = 0; i < 100 && !s.shutdown_requested(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   EXPECT_TRUE(s.shutdown_requested());
 }
+// maxmemory policies pick their victims as Redis does.  Each case fills a few 256 KiB
+// values, then lowers maxmemory just below the memory in use (CONFIG SET evicts at once,
+// as Redis' updateMaxmemory), so exactly one key must go; maxmemory-samples 64 over at most
+// four candidates makes the sampling see every key (a miss has odds below 1e-7).
+class Eviction : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ServerOptions o;
+    o.port = 0;
+    o.maxmemory_samples = 64;
+    server_ = std::make_unique<ServerThread>(o);
+    ASSERT_TRUE(server_->ok());
+    auto c = Client::connect(server_->url("tcp"));
+    ASSERT_TRUE(c.ok());
+    c_ = std::move(c).value();
+  }
+  std::string r(std::initializer_list<std::string_view> args) { return fmt(c_->command(args)); }
+  void set_big(const std::string& key, const std::vector<std::string>& extra = {}) {
+    std::vector<std::string> cmd = {"SET", key, std::string(256 * 1024, 'v')};
+    cmd.insert(cmd.end(), extra.begin(), extra.end());
+    ASSERT_EQ(fmt(c_->command(cmd)), "+OK");
+  }
+  uint64_t used() {
+    const std::string info = c_->command({"INFO", "memory"})->str;
+    return std::stoull(info.substr(info.find("used_memory:") + 12));
+  }
+  // Lowers maxmemory 64 KiB below what is in use: one 256 KiB value must go.
+  std::string squeeze() { return r({"CONFIG", "SET", "maxmemory", std::to_string(used() - 64 * 1024)}); }
+  int64_t evicted() {
+    const std::string info = c_->command({"INFO", "stats"})->str;
+    return std::stoll(info.substr(info.find("evicted_keys:") + 13));
+  }
+  std::unique_ptr<ServerThread> server_;
+  std::unique_ptr<Client> c_;
+};
+
+TEST_F(Eviction, AllkeysLruEvictsTheLeastRecentlyUsed) {
+  ASSERT_EQ(r({"CONFIG", "SET", "maxmemory-policy", "allkeys-lru"}), "+OK");
+  for (const char* k : {"old", "a", "b", "c"}) set_big(k);
+  std::this_thread::sleep_for(std::chrono::milliseconds(2100));  // the LRU clock counts seconds
+  EXPECT_EQ(r({"TOUCH", "a", "b", "c"}), ":3");
+  EXPECT_GE(c_->command({"OBJECT", "IDLETIME", "old"})->integer, 2);
+  EXPECT_EQ(squeeze(), "+OK");
+  EXPECT_EQ(r({"EXISTS", "old"}), ":0");
+  EXPECT_EQ(r({"EXISTS", "a", "b", "c"}), ":3");
+  EXPECT_EQ(evicted(), 1);
+}
+
+TEST_F(Eviction, VolatileLruTouchesOnlyKeysWithATtl) {
+  ASSERT_EQ(r({"CONFIG", "SET", "maxmemory-policy", "volatile-lru"}), "+OK");
+  set_big("oldest-no-ttl");
+  set_big("old-ttl", {"EX", "1000"});
+  set_big("new-ttl", {"EX", "1000"});
+  std::this_thread::sleep_for(std::chrono::milliseconds(2100));
+  EXPECT_EQ(r({"TOUCH", "new-ttl"}), ":1");
+  EXPECT_EQ(squeeze(), "+OK");
+  EXPECT_EQ(r({"EXISTS", "old-ttl"}), ":0");
+  EXPECT_EQ(r({"EXISTS", "oldest-no-ttl", "new-ttl"}), ":2");
+}
+
+TEST_F(Eviction, VolatileTtlEvictsTheNearestExpiry) {
+  ASSERT_EQ(r({"CONFIG", "SET", "maxmemory-policy", "volatile-ttl"}), "+OK");
+  set_big("persistent");
+  set_big("soon", {"EX", "100"});
+  set_big("later", {"EX", "1000"});
+  set_big("latest", {"EX", "5000"});
+  EXPECT_EQ(squeeze(), "+OK");
+  EXPECT_EQ(r({"EXISTS", "soon"}), ":0");
+  EXPECT_EQ(r({"EXISTS", "persistent", "later", "latest"}), ":3");
+}
+
+TEST_F(Eviction, VolatilePoliciesWithoutTtlKeysReplyOom) {
+  for (const char* policy : {"volatile-lru", "volatile-lfu", "volatile-random", "volatile-ttl"}) {
+    ASSERT_EQ(r({"FLUSHALL"}), "+OK");
+    ASSERT_EQ(r({"CONFIG", "SET", "maxmemory", "0"}), "+OK");
+    ASSERT_EQ(r({"CONFIG", "SET", "maxmemory-policy", policy}), "+OK");
+    set_big("a");
+    set_big("b");
+    EXPECT_EQ(squeeze(), "+OK");
+    EXPECT_EQ(r({"EXISTS", "a", "b"}), ":2") << policy;
+    EXPECT_EQ(r({"SET", "c", "v"}), "-OOM command not allowed when used memory > 'maxmemory'.") << policy;
+    EXPECT_EQ(r({"GET", "c"}), "nil") << policy;  // reads still work
+    EXPECT_EQ(r({"DEL", "a"}), ":1") << policy;   // and deletes
+  }
+  EXPECT_EQ(evicted(), 0);
+}
+
+TEST_F(Eviction, AllkeysLfuKeepsFrequentlyUsedKeys) {
+  ASSERT_EQ(r({"CONFIG", "SET", "maxmemory-policy", "allkeys-lfu"}), "+OK");
+  ASSERT_EQ(r({"CONFIG", "SET", "lfu-log-factor", "0"}), "+OK");  // every access counts
+  for (const char* k : {"hot", "warm", "cold"}) set_big(k);
+  for (int i = 0; i < 20; ++i) ASSERT_EQ(r({"TOUCH", "hot"}), ":1");
+  for (int i = 0; i < 5; ++i) ASSERT_EQ(r({"TOUCH", "warm"}), ":1");
+  const int64_t hot = c_->command({"OBJECT", "FREQ", "hot"})->integer;
+  const int64_t warm = c_->command({"OBJECT", "FREQ", "warm"})->integer;
+  const int64_t cold = c_->command({"OBJECT", "FREQ", "cold"})->integer;
+  EXPECT_GT(hot, warm);
+  EXPECT_GT(warm, cold);
+  EXPECT_EQ(r({"OBJECT", "IDLETIME", "hot"}),
+            "-ERR An LFU maxmemory policy is selected, idle time not tracked. Please note that when switching between "
+            "policies at runtime LRU and LFU data will take some time to adjust.");
+  EXPECT_EQ(squeeze(), "+OK");
+  EXPECT_EQ(r({"EXISTS", "cold"}), ":0");
+  EXPECT_EQ(r({"EXISTS", "hot", "warm"}), ":2");
+}
+
+TEST_F(Eviction, AllkeysRandomEvictsAnyKey) {
+  ASSERT_EQ(r({"CONFIG", "SET", "maxmemory-policy", "allkeys-random"}), "+OK");
+  for (const char* k : {"a", "b", "c"}) set_big(k);
+  EXPECT_EQ(squeeze(), "+OK");
+  EXPECT_EQ(r({"EXISTS", "a", "b", "c"}), ":2");
+  EXPECT_EQ(r({"SET", "d", "v"}), "+OK");
+}
+
 #endif  // CONDUIT_KV_COMMANDS_RDMA
 
 }  // namespace

@@ -134,7 +134,15 @@ int main(int argc, char** argv) {
     opt->group("Redis options without effect");
     compat_opts.push_back(opt);
   }
+  bool config_markdown = false;
+  app.add_flag("--help-config-markdown", config_markdown,
+               "print docs/KV.md's settings section (every setting, CONFIG SET at run time, Redis settings without "
+               "effect) and exit");
   CLI11_PARSE(app, argc, argv);
+  if (config_markdown) {
+    std::fputs(kv::config_reference_markdown().c_str(), stdout);
+    return 0;
+  }
 
   auto die = [](const std::string& msg) {
     std::fprintf(stderr, "conduit-kv: %s\n", msg.c_str());

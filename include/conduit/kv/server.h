@@ -57,6 +57,11 @@ struct RedisCompatOption {
   std::string_view why;
 };
 std::span<const RedisCompatOption> redis_compat_options();
+// docs/KV.md's settings section, generated from the same tables (`conduit-kv
+// --help-config-markdown` prints it; kv_config_docs_test fails when the file differs):
+// every setting, its default, whether and why CONFIG SET may not change it at run time,
+// and the Redis settings accepted without effect, by name with the reason.
+std::string config_reference_markdown();
 // Reads a redis.conf-style text (directive args..., # comments, quoting as redis.conf) into
 // *o through the same table.  Returns "" or the fatal error (Redis' wording, with the line);
 // settings that switch on what conduit-kv lacks (save 900 1) are left off with a warning
@@ -124,6 +129,7 @@ struct ServerOptions {
   uint32_t timeout = 0;              // timeout: close clients idle this many seconds (0 = never)
   uint32_t hz = 10;                  // hz: cron frequency (active expiry, client checks)
   uint64_t latency_monitor_threshold_ms = 0;  // latency-monitor-threshold (0 = off)
+  bool latency_tracking = true;      // latency-tracking: per-command LATENCY HISTOGRAM
   uint32_t notify_keyspace_events = 0;  // notify-keyspace-events: KeyspaceEvents bits (0 = off)
   // tracking-table-max-keys: keys remembered for CLIENT TRACKING's default mode; past it
   // keys are forgotten with an invalidation (0 = no limit, as in Redis).
