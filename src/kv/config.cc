@@ -136,7 +136,17 @@ const ConfigRow kRows[] = {
      [](const O& o) { return o.bind; }, [](O& o, V v) { return o.bind = std::string(v), std::string(); }},
     {"port", Runtime::kSameValue, "TCP port (0 = any free port)", [](const O& o) { return std::to_string(o.port); },
      [](O& o, V v) { return set_int(&o.port, v, 0, 65535); }},
-    {"requirepass", Runtime::kYes, "password clients must AUTH with (\"\" = none)",
+    {"acllog-max-len", Runtime::kYes, "entries ACL LOG keeps (the oldest go first)",
+     [](const O& o) { return std::to_string(o.acllog_max_len); },
+     [](O& o, V v) { return set_int(&o.acllog_max_len, v, 0, LONG_MAX); }},
+    {"acl-pubsub-default", Runtime::kYes, "allchannels | resetchannels: the channels of a new (or reset) ACL user",
+     [](const O& o) { return std::string(o.acl_pubsub_allchannels ? "allchannels" : "resetchannels"); },
+     [](O& o, V v) {
+       if (eq_nocase(v, "allchannels")) return o.acl_pubsub_allchannels = true, std::string();
+       if (eq_nocase(v, "resetchannels")) return o.acl_pubsub_allchannels = false, std::string();
+       return std::string("argument(s) must be one of the following: allchannels, resetchannels");
+     }},
+    {"requirepass", Runtime::kYes, "the default ACL user's password (\"\" = nopass); clients must AUTH with it",
      [](const O& o) { return o.requirepass; }, [](O& o, V v) { return o.requirepass = std::string(v), std::string(); }},
     {"protected-mode", Runtime::kYes, "yes: without a password only loopback (and shm) clients",
      [](const O& o) { return yesno(o.protected_mode); }, [](O& o, V v) { return set_yesno(&o.protected_mode, v); }},
@@ -276,9 +286,7 @@ struct CompatRow {
 };
 
 const CompatRow kCompat[] = {
-    {"acl-pubsub-default", "resetchannels", CompatKind::kEnum, false, Why::kFeature},
     {"aclfile", "", CompatKind::kString, true, Why::kFeature},
-    {"acllog-max-len", "128", CompatKind::kInt, false, Why::kFeature},
     {"active-defrag-cycle-max", "25", CompatKind::kInt, false, Why::kEncoding},
     {"active-defrag-cycle-min", "1", CompatKind::kInt, false, Why::kEncoding},
     {"active-defrag-ignore-bytes", "104857600", CompatKind::kMemory, false, Why::kEncoding},
@@ -700,6 +708,10 @@ std::string ServerImpl::config_set(std::span<const std::pair<std::string_view, s
   if (!err.empty()) return err;
   // What changing an option takes besides the new value.
   if (aof_ && options_.appendfsync != before.appendfsync) aof_->set_policy(options_.appendfsync);
+  // As Redis' updateRequirePass: the default user's password is replaced (any set, any value).
+  for (const auto& [name, value] : pairs)
+    if (eq_nocase(name, "requirepass")) acl_.set_default_password(options_.requirepass);
+  acl_.set_pubsub_default(options_.acl_pubsub_allchannels);
   if (options_.limits.max_bulk_len != before.limits.max_bulk_len ||
       options_.limits.max_multibulk_len != before.limits.max_multibulk_len ||
       options_.limits.max_query_buffer != before.limits.max_query_buffer)

@@ -75,6 +75,8 @@ void ServerImpl::invalidate_time() {
 void ServerImpl::add_command(const CommandDef& d, CommandEntry* parent) {
   auto e = std::make_unique<CommandEntry>();
   e->def = &d;
+  e->acl_id = static_cast<uint32_t>(command_store_.size());
+  e->acl_categories = acl_categories_of(d);
   e->parent = parent;
   e->fullname = parent != nullptr ? parent->fullname + "|" + d.name : std::string(d.name);
   CommandEntry* ep = e.get();
@@ -90,8 +92,10 @@ void ServerImpl::add_command(const CommandDef& d, CommandEntry* parent) {
 void ServerImpl::build_command_table() {
   for (auto table : {string_commands(), bit_commands(), key_commands(), list_commands(), hash_commands(), set_commands(),
                      zset_commands(), zset_pop_commands(), stream_commands(), server_commands(), connection_commands(),
-                     multi_commands(), pubsub_commands()})
+                     multi_commands(), pubsub_commands(), acl_commands()})
     for (const CommandDef& d : table) add_command(d, nullptr);
+  acl_.init(command_list_, static_cast<uint32_t>(command_store_.size()), options_.acl_pubsub_allchannels);
+  acl_.set_default_password(options_.requirepass);
   size_t cap = 16;
   while (cap < command_list_.size() * 4) cap *= 2;
   command_slots_.assign(cap, {std::string_view(), nullptr});
@@ -390,11 +394,16 @@ bool ServerImpl::execute(ClientState& client, std::span<const std::string_view> 
   const CommandDef* cmd = entry->def;
   if (!arity_ok(cmd, argv.size())) return reject(entry, wrong_args(entry->fullname));
   if (!client.authenticated && (cmd->flags & kCmdNoAuth) == 0) {
-    if (options_.requirepass.empty()) {
+    if (!acl_.auth_required()) {
       client.authenticated = true;  // CONFIG SET requirepass "" after connecting
     } else {
       return reject(entry, "NOAUTH Authentication required.");
     }
+  }
+  // The default user may run anything: one flag test.
+  if (client.user != nullptr && !client.user->unrestricted) [[unlikely]] {
+    std::string err = acl_check_locked(client, entry, argv, false);
+    if (!err.empty()) return reject(entry, err);
   }
   if (client.resp == RespVersion::kResp2 && client.subscriptions() > 0 && (cmd->flags & kCmdPubsub) == 0)
     return reject(entry, "ERR Can't execute '" + entry->fullname +

@@ -112,7 +112,9 @@ struct ServerOptions {
   // a new transport needs no change here.  conduit-kv's --shm-name and --rdma-port add to it.
   std::vector<std::string> listen;
 
-  std::string requirepass;           // requirepass: "" = no password
+  std::string requirepass;           // requirepass: the default ACL user's password, "" = nopass
+  uint64_t acllog_max_len = 128;     // acllog-max-len: ACL LOG entries kept
+  bool acl_pubsub_allchannels = false;  // acl-pubsub-default: allchannels (true) / resetchannels
   bool protected_mode = true;        // protected-mode: no password => loopback clients only
   uint32_t maxclients = 10000;       // maxclients
   uint64_t maxmemory = 0;            // maxmemory in bytes, 0 = no limit
