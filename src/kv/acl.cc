@@ -4,12 +4,15 @@
 #include "acl.h"
 
 #include <sys/random.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
 #include <climits>
+#include <cstdio>
 #include <cstring>
 
+#include "conduit/base/log.h"
 #include "glob.h"
 #include "numbers.h"
 #include "server_impl.h"
@@ -69,7 +72,7 @@ constexpr const char* kSyntax = "Syntax error";
 
 }  // namespace
 
-uint32_t acl_categories_of(const CommandDef& d) {
+uint32_t acl_categories_of(const CommandDef& d, const CommandDef* parent) {
   static constexpr std::pair<const char*, uint32_t> kGroups[] = {
       {"generic", kAclKeyspace},  {"string", kAclString},         {"bitmap", kAclBitmap},
       {"list", kAclList},         {"hash", kAclHash},             {"set", kAclSet},
@@ -78,8 +81,12 @@ uint32_t acl_categories_of(const CommandDef& d) {
       {"geo", kAclGeo},           {"scripting", kAclScripting},
   };
   uint32_t c = 0;
-  for (const auto& [g, f] : kGroups)
-    if (std::strcmp(d.group, g) == 0) c |= f;
+  // A pure container (CLIENT, CONFIG) has only the implicit categories, as in Redis.
+  if (d.fn != nullptr)
+    for (const auto& [g, f] : kGroups)
+      if (std::strcmp(d.group, g) == 0) c |= f;
+  // Redis files COMMAND (and its subcommands) under @connection, outside its group.
+  if (std::strcmp(parent != nullptr ? parent->name : d.name, "command") == 0) c |= kAclConnection;
   if (d.flags & kCmdWrite) c |= kAclWrite;
   if (d.flags & kCmdReadonly) c |= kAclRead;
   if (d.flags & kCmdAdmin) c |= kAclAdmin | kAclDangerous;
@@ -340,6 +347,98 @@ void Acl::set_default_password(std::string_view pass) {
     (void)apply(*default_, ">" + std::string(pass), &why);
 }
 
+std::string Acl::add_config_users(const std::vector<std::string>& lines) {
+  std::vector<std::string> seen;
+  for (const std::string& line : lines) {
+    const std::vector<std::string> words = split_words(line, " ");
+    if (words.empty()) continue;
+    if (std::find(seen.begin(), seen.end(), words[0]) != seen.end())
+      return "Error in user declaration '" + words[0] + "': Duplicate user found. A user can only be defined once in "
+             "config files";
+    seen.push_back(words[0]);
+    if (has_spaces(words[0])) return "Error in user declaration '" + words[0] + "': Usernames can't contain spaces";
+    // The default user exists already: as Redis, its line starts from "reset".
+    std::vector<std::string_view> rules{"reset"};
+    rules.insert(rules.end(), words.begin() + 1, words.end());
+    std::shared_ptr<AclUser> u;
+    AclUser before;
+    std::string err = set_user(words[0], rules, &u, &before);
+    if (!err.empty()) return "Error in user declaration '" + words[0] + "': " + err.substr(4);
+  }
+  return "";
+}
+
+std::string Acl::load_text(std::string_view text, const std::string& filename,
+                           std::vector<std::shared_ptr<AclUser>>* removed) {
+  std::map<std::string, std::shared_ptr<AclUser>, std::less<>> fresh;
+  std::string errors;
+  size_t linenum = 0, pos = 0;
+  while (pos < text.size()) {
+    const size_t nl = text.find('\n', pos);
+    std::string_view line = text.substr(pos, nl == std::string_view::npos ? std::string_view::npos : nl - pos);
+    pos = nl == std::string_view::npos ? text.size() : nl + 1;
+    ++linenum;
+    while (!line.empty() && std::strchr(" \t\r\n", line.front()) != nullptr) line.remove_prefix(1);
+    while (!line.empty() && std::strchr(" \t\r\n", line.back()) != nullptr) line.remove_suffix(1);
+    if (line.empty()) continue;
+    std::vector<std::string_view> argv;
+    for (size_t i = 0;;) {  // Redis splits on single spaces (empty words are no-ops)
+      const size_t sp = line.find(' ', i);
+      argv.push_back(line.substr(i, sp == std::string_view::npos ? std::string_view::npos : sp - i));
+      if (sp == std::string_view::npos) break;
+      i = sp + 1;
+    }
+    const std::string where = filename + ":" + std::to_string(linenum);
+    if (argv[0] != "user" || argv.size() < 2) {
+      errors += where + " should start with user keyword followed by the username. ";
+      continue;
+    }
+    if (has_spaces(argv[1])) {
+      errors += "'" + where + ": username '" + std::string(argv[1]) + "' contains invalid characters. ";
+      continue;
+    }
+    if (fresh.count(argv[1]) != 0) {
+      errors += "WARNING: Duplicate user '" + std::string(argv[1]) + "' found on line " + std::to_string(linenum) + ". ";
+      continue;
+    }
+    auto u = make_user(argv[1]);
+    fresh.emplace(std::string(argv[1]), u);
+    bool syntax_reported = false;
+    for (size_t j = 2; j < argv.size(); ++j) {
+      std::string why;
+      if (apply(*u, argv[j], &why)) continue;
+      if (why == kUnknownName) {
+        errors += where + ": Error in applying operation '" + std::string(argv[j]) + "': " + why + ". ";
+      } else if (!syntax_reported) {
+        errors += where + ": " + why + ". ";
+        syntax_reported = true;
+      }
+    }
+  }
+  if (!errors.empty())
+    return errors + "WARNING: ACL errors detected, no change to the previously active ACL rules was performed";
+  std::shared_ptr<AclUser> nd;
+  if (auto it = fresh.find("default"); it != fresh.end()) {
+    nd = it->second;
+  } else {
+    nd = make_user("default");
+    std::string why;
+    for (std::string_view op : {"+@all", "~*", "&*", "on", "nopass"}) (void)apply(*nd, op, &why);
+  }
+  *default_ = *nd;
+  fresh["default"] = default_;
+  for (auto& [name, u] : users_)
+    if (u != default_) removed->push_back(u);
+  users_ = std::move(fresh);
+  return "";
+}
+
+std::string Acl::save_text() const {
+  std::string s;
+  for (const auto& [name, u] : users_) s += "user " + name + " " + describe(*u) + "\n";
+  return s;
+}
+
 std::shared_ptr<AclUser> Acl::authenticate(std::string_view name, std::string_view pass) const {
   std::shared_ptr<AclUser> u = find(name);
   if (u == nullptr || !u->enabled) return nullptr;
@@ -572,6 +671,47 @@ void ServerImpl::acl_user_changed(const std::shared_ptr<AclUser>& u, const AclUs
   }
 }
 
+std::string ServerImpl::acl_file_path() const {
+  const std::string& f = options_.aclfile;
+  return f.empty() || f[0] == '/' ? f : options_.dir + "/" + f;
+}
+
+std::string ServerImpl::acl_load_file(ClientState* caller) {
+  const std::string path = acl_file_path();
+  FILE* f = std::fopen(path.c_str(), "r");
+  if (f == nullptr)
+    return "ERR Error loading ACLs, opening file '" + path + "': " + std::string(std::strerror(errno));
+  std::string text;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
+  std::fclose(f);
+  std::vector<std::shared_ptr<AclUser>> removed;
+  const std::string err = acl_.load_text(text, options_.aclfile, &removed);
+  if (!err.empty()) return "ERR " + err;
+  // The users that were replaced are gone: their clients are disconnected (Redis'
+  // ACLFreeUsersSet), the caller after its reply.
+  ClientState dummy;
+  for (const auto& u : removed) acl_user_deleted(u, caller != nullptr ? *caller : dummy);
+  return "";
+}
+
+std::string ServerImpl::acl_save_file() {
+  const std::string path = acl_file_path(), tmp = path + ".tmp-acl";
+  const std::string text = acl_.save_text();
+  FILE* f = std::fopen(tmp.c_str(), "w");
+  bool ok = f != nullptr && std::fwrite(text.data(), 1, text.size(), f) == text.size() && std::fflush(f) == 0 &&
+            ::fsync(fileno(f)) == 0;
+  if (f != nullptr) std::fclose(f);
+  ok = ok && std::rename(tmp.c_str(), path.c_str()) == 0;
+  if (!ok) {
+    CONDUIT_LOG(kWarn) << "conduit-kv: ACL SAVE to '" << path << "' failed: " << std::strerror(errno);
+    std::remove(tmp.c_str());
+    return "ERR There was an error trying to save the ACLs. Please check the server logs for more information";
+  }
+  return "";
+}
+
 void ServerImpl::acl_user_deleted(const std::shared_ptr<AclUser>& u, ClientState& caller) {
   std::vector<uint64_t> victims;
   for (const ClientConn* cc : clients())
@@ -674,7 +814,12 @@ void acl_whoami_cmd(CommandContext& ctx) {
 }
 
 void acl_load_save_cmd(CommandContext& ctx) {
-  // aclfile is refused (only "" is accepted), so this is always Redis' answer without one.
+  if (!ctx.server.options_.aclfile.empty()) {
+    const std::string err = eq_nocase(ctx.arg(1), "load") ? ctx.server.acl_load_file(&ctx.client)
+                                                          : ctx.server.acl_save_file();
+    if (!err.empty()) return ctx.error(err);
+    return ctx.reply.ok();
+  }
   ctx.error("ERR This Redis instance is not configured to use an ACL file. You may want to specify users via the ACL "
             "SETUSER command and then issue a CONFIG REWRITE (assuming you have a Redis configuration file set) in "
             "order to store users in the Redis configuration.");

@@ -28,7 +28,8 @@ enum AclCategory : uint32_t {
 };
 // A command's categories: its group gives the data-type category (Redis' json files name
 // them the same way), its flags the implicit ones (Redis' setImplicitACLCategories).
-uint32_t acl_categories_of(const CommandDef& d);
+// `parent`: the container of a subcommand, else null.
+uint32_t acl_categories_of(const CommandDef& d, const CommandDef* parent);
 
 enum class AclResult : uint8_t { kOk, kDeniedCmd, kDeniedKey, kDeniedChannel, kDeniedAuth };
 
@@ -80,6 +81,16 @@ class Acl {
   // requirepass: the default user's password ("" = nopass), as Redis' ACLUpdateDefaultUserPassword.
   void set_default_password(std::string_view pass);
   void set_pubsub_default(bool allchannels) { pubsub_allchannels_ = allchannels; }
+
+  // The config file's `user` lines ("name rule rule ..."), at start: "" or the error.
+  std::string add_config_users(const std::vector<std::string>& lines);
+  // An ACL file's text (Redis' ACLLoadFromFile): all or nothing.  On success every user is
+  // replaced (the default user object keeps its identity, so its clients stay) and
+  // *removed receives the users that are gone; else the errors, nothing changed.
+  std::string load_text(std::string_view text, const std::string& filename,
+                        std::vector<std::shared_ptr<AclUser>>* removed);
+  // ACL SAVE's file: one "user <name> <rules>" line per user.
+  std::string save_text() const;
 
   // The user the name and password authenticate, or null.
   std::shared_ptr<AclUser> authenticate(std::string_view name, std::string_view pass) const;

@@ -136,6 +136,8 @@ const ConfigRow kRows[] = {
      [](const O& o) { return o.bind; }, [](O& o, V v) { return o.bind = std::string(v), std::string(); }},
     {"port", Runtime::kSameValue, "TCP port (0 = any free port)", [](const O& o) { return std::to_string(o.port); },
      [](O& o, V v) { return set_int(&o.port, v, 0, 65535); }},
+    {"aclfile", Runtime::kImmutable, "ACL users file (ACL LOAD / ACL SAVE); relative paths are inside dir",
+     [](const O& o) { return o.aclfile; }, [](O& o, V v) { return o.aclfile = std::string(v), std::string(); }},
     {"acllog-max-len", Runtime::kYes, "entries ACL LOG keeps (the oldest go first)",
      [](const O& o) { return std::to_string(o.acllog_max_len); },
      [](O& o, V v) { return set_int(&o.acllog_max_len, v, 0, LONG_MAX); }},
@@ -286,7 +288,6 @@ struct CompatRow {
 };
 
 const CompatRow kCompat[] = {
-    {"aclfile", "", CompatKind::kString, true, Why::kFeature},
     {"active-defrag-cycle-max", "25", CompatKind::kInt, false, Why::kEncoding},
     {"active-defrag-cycle-min", "1", CompatKind::kInt, false, Why::kEncoding},
     {"active-defrag-ignore-bytes", "104857600", CompatKind::kMemory, false, Why::kEncoding},
@@ -645,6 +646,10 @@ std::string load_config_text(ServerOptions* o, std::string_view text, std::vecto
       value += args[i];
     }
     if (args.size() < 2 && name != "save") return fatal("wrong number of arguments");
+    if (name == "user") {  // repeated: one ACL user per line, set up at start (acl.cc)
+      o->users.push_back(value);
+      continue;
+    }
     if (!find_row(name) && !find_compat(name)) return fatal("Bad directive or wrong number of arguments");
     auto [it, fresh] = values.emplace(name, value);
     if (!fresh && (name == "save" || name == "client-output-buffer-limit")) it->second += " " + value;
@@ -685,6 +690,9 @@ std::string ServerImpl::config_rewrite() {
     if (def && *def == value) continue;
     text += name + " " + quote(value) + "\n";
   }
+  // The ACL users, as Redis' rewriteConfigUserOption (unless an ACL file holds them).
+  if (options_.aclfile.empty())
+    for (const auto& [name, u] : acl_.users()) text += "user " + name + " " + acl_.describe(*u) + "\n";
   const std::string tmp = options_.config_file + ".tmp-rewrite";
   FILE* f = std::fopen(tmp.c_str(), "w");
   if (f == nullptr) return "ERR Rewriting config file: " + std::string(std::strerror(errno));

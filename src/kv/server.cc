@@ -76,7 +76,7 @@ void ServerImpl::add_command(const CommandDef& d, CommandEntry* parent) {
   auto e = std::make_unique<CommandEntry>();
   e->def = &d;
   e->acl_id = static_cast<uint32_t>(command_store_.size());
-  e->acl_categories = acl_categories_of(d);
+  e->acl_categories = acl_categories_of(d, parent != nullptr ? parent->def : nullptr);
   e->parent = parent;
   e->fullname = parent != nullptr ? parent->fullname + "|" + d.name : std::string(d.name);
   CommandEntry* ep = e.get();
@@ -151,6 +151,20 @@ CommandEntry* ServerImpl::resolve(std::span<const std::string_view> argv, bool* 
 Status ServerImpl::start() {
   if (options_.io_threads < 1 || options_.io_threads > 128)
     return Status(Code::kInvalidArgument, "conduit-kv: io-threads must be between 1 and 128");
+  {
+    // ACL users from the config file or the ACL file (Redis' ACLLoadUsersAtStartup).
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!options_.users.empty() && !options_.aclfile.empty())
+      return Status(Code::kInvalidArgument, "conduit-kv: Configuring Redis with users defined in redis.conf and at the "
+                                            "same setting an ACL file path is invalid. This setup is very likely to "
+                                            "lead to configuration errors and security holes, please define either "
+                                            "an ACL file or declare users directly in your redis.conf, but not both.");
+    if (std::string err = acl_.add_config_users(options_.users); !err.empty())
+      return Status(Code::kInvalidArgument, "conduit-kv: " + err);
+    if (!options_.aclfile.empty())
+      if (std::string err = acl_load_file(nullptr); !err.empty())
+        return Status(Code::kInvalidArgument, "conduit-kv: Aborting Redis startup because of ACL errors: " + err.substr(4));
+  }
   // Replay the append-only file before anyone can connect.
   if (options_.appendonly) {
     const std::string path = options_.dir + "/" + options_.appendfilename;

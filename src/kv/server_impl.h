@@ -448,6 +448,11 @@ class ServerImpl {
   void acl_user_changed(const std::shared_ptr<AclUser>& u, const AclUser& before, ClientState& caller);
   // ACL DELUSER removed u: its clients are disconnected (the caller after its reply).
   void acl_user_deleted(const std::shared_ptr<AclUser>& u, ClientState& caller);
+  // aclfile (inside dir when relative); ACL LOAD (the replaced users' clients are closed,
+  // `caller` after its reply; null at start) and ACL SAVE: "" or the error reply.
+  std::string acl_file_path() const;
+  std::string acl_load_file(ClientState* caller);
+  std::string acl_save_file();
   Acl acl_;
 
   // --- server features the commands reach (mu_ held) -------------------------------------

@@ -7,8 +7,8 @@
 #                                [--work DIR] [--files "unit/type/incr unit/expire"] [--check]
 #
 # Files run in external-server mode (./runtest --host --port --single FILE) with
-# --tags -needs:debug ... and --ignore-encoding --ignore-digest; unit/auth, whose tests are
-# tagged external:skip, runs the way the harness starts its own server, with conduit-kv
+# --tags -needs:debug ... and --ignore-encoding --ignore-digest; unit/auth and unit/acl, whose
+# tests are tagged external:skip, run the way the harness starts its own server, with conduit-kv
 # (or redis-server) standing in for src/redis-server.  skip.txt lists every skipped test
 # with its reason.  Prints one line per file: passed/run for conduit-kv and redis-server.
 # --check: exit 1 when conduit-kv passes fewer tests in a file than floor.txt records
@@ -20,7 +20,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 kv_bin="" redis_bin="" work="" check=0 file_timeout=240
 files="unit/type/string unit/type/incr unit/type/list unit/type/hash unit/type/set unit/type/zset unit/keyspace
        unit/expire unit/protocol unit/info-command unit/introspection unit/querybuf unit/other unit/auth unit/multi
-       unit/pubsub"
+       unit/pubsub unit/acl"
 while [[ $# -gt 0 ]]; do
   case $1 in
     --kv) kv_bin=$2; shift 2 ;;
@@ -80,7 +80,7 @@ run_file() {  # run_file NAME BIN FILE
   local args=(--single "$file" --tags -needs:debug --tags -needs:repl --tags -needs:save --tags -needs:pfdebug
               --ignore-encoding --ignore-digest --skipfile "$here/skip.txt" --timeout 60 --clients 1
               --baseport "$base" --portcount 200)
-  if [[ $file == unit/auth ]]; then
+  if [[ $file == unit/auth || $file == unit/acl ]]; then
     (cd "$dir" && timeout -k 5 "$file_timeout" tclsh tests/test_helper.tcl "${args[@]}" > "$log" 2>&1)
     [[ $? -eq 124 ]] && note="timeout"
   else
