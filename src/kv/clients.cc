@@ -559,7 +559,9 @@ std::string ServerImpl::client_list_line(const ClientConn& c) const {
   size_t argv_mem = 0;
   if (c.running)
     for (std::string_view a : c.parser.args()) argv_mem += a.size();
-  std::snprintf(buf, sizeof buf,
+  // A long client or user name does not fit buf: the line is printed again at its size.
+  auto print = [&](char* dst, size_t cap) {
+    return std::snprintf(dst, cap,
                 "id=%" PRIu64 " addr=%s laddr=%s fd=-1 name=%s age=%" PRId64 " idle=%" PRId64
                 " flags=%s db=%d sub=%zu psub=%zu ssub=0 multi=%lld qbuf=%zu qbuf-free=%zu argv-mem=%zu multi-mem=%" PRIu64
                 " rbs=%zu rbp=0 obl=0 oll=0 omem=%zu tot-mem=%zu events=r%s cmd=%s user=%s redir=-1 resp=%d "
@@ -572,6 +574,14 @@ std::string ServerImpl::client_list_line(const ClientConn& c) const {
                 s.last_cmd != nullptr ? s.last_cmd->fullname.c_str() : "NULL",
                 s.user != nullptr ? s.user->name.c_str() : "default", s.resp == RespVersion::kResp3 ? 3 : 2,
                 c.scheme.c_str(), c.worker->index);
+  };
+  const int n = print(buf, sizeof buf);
+  if (n >= 0 && static_cast<size_t>(n) >= sizeof buf) {
+    std::string line(static_cast<size_t>(n) + 1, '\0');
+    print(line.data(), line.size());
+    line.resize(static_cast<size_t>(n));
+    return line;
+  }
   return buf;
 }
 

@@ -178,6 +178,12 @@ TEST_P(Acl, AuthAndHelloWithUsersAndReset) {
   EXPECT_NE(run(*c, {"CLIENT", "INFO"}).find(" user=u1 "), std::string::npos);
   EXPECT_EQ(run(*c, {"RESET"}), "+RESET");
   EXPECT_EQ(run(*c, {"ACL", "WHOAMI"}), "\"default\"");
+  // A user name longer than CLIENT LIST's line buffer is shown whole.
+  const std::string longname(3000, 'n');
+  ASSERT_EQ(admin({"ACL", "SETUSER", longname, "on", "nopass", "+@all"}), "+OK");
+  EXPECT_EQ(run(*c, {"AUTH", longname, "x"}), "+OK");
+  EXPECT_NE(run(*c, {"CLIENT", "INFO"}).find(" user=" + longname + " redir=-1 resp=2 transport=tcp"), std::string::npos);
+  EXPECT_EQ(run(*c, {"RESET"}), "+RESET");
   const std::string hello = run(*c, {"HELLO", "3", "AUTH", "u1", "p2"});
   EXPECT_EQ(hello.rfind("{\"server\": \"redis\"", 0), 0u) << hello;
   EXPECT_EQ(run(*c, {"ACL", "WHOAMI"}), "\"u1\"");
