@@ -55,7 +55,7 @@ void ServerImpl::on_accept(Worker& w, std::unique_ptr<transport::Connection> con
     if (shut_down_) refusal = "-ERR server is shutting down\r\n";
     else if (num_clients_ + handshakes_in_progress() >= options_.maxclients)
       refusal = "-ERR max number of clients reached\r\n";
-    else if (options_.protected_mode && options_.requirepass.empty() && !is_loopback(scheme, peer)) refusal = kDenied, denied = true;
+    else if (options_.protected_mode && acl_.default_user()->nopass && !is_loopback(scheme, peer)) refusal = kDenied, denied = true;
     if (!refusal.empty()) ++stats_.rejected_connections;
   }
   if (!refusal.empty()) {
@@ -86,7 +86,8 @@ void ServerImpl::on_accept(Worker& w, std::unique_ptr<transport::Connection> con
     c->state.id = next_client_id_++;
     c->state.conn = c;
     clients_by_id_[c->state.id] = c;
-    c->state.authenticated = options_.requirepass.empty();
+    c->state.user = acl_.default_user();
+    c->state.authenticated = !acl_.auth_required();
     apply_limits_locked(c);
     c->state.created_ms = c->state.last_interaction_ms = coarse_ms_;
     c->next = w.clients_head;
@@ -569,10 +570,12 @@ std::string ServerImpl::client_list_line(const ClientConn& c) const {
   size_t argv_mem = 0;
   if (c.running)
     for (std::string_view a : c.parser.args()) argv_mem += a.size();
-  std::snprintf(buf, sizeof buf,
+  // A long client or user name does not fit buf: the line is printed again at its size.
+  auto print = [&](char* dst, size_t cap) {
+    return std::snprintf(dst, cap,
                 "id=%" PRIu64 " addr=%s laddr=%s fd=-1 name=%s age=%" PRId64 " idle=%" PRId64
                 " flags=%s db=%d sub=%zu psub=%zu ssub=0 multi=%lld qbuf=%zu qbuf-free=%zu argv-mem=%zu multi-mem=%" PRIu64
-                " rbs=%zu rbp=0 obl=0 oll=0 omem=%zu tot-mem=%zu events=r%s cmd=%s user=default redir=%lld resp=%d "
+                " rbs=%zu rbp=0 obl=0 oll=0 omem=%zu tot-mem=%zu events=r%s cmd=%s user=%s redir=%lld resp=%d "
                 "transport=%s io-thread=%zu",
                 s.id, c.peer.c_str(), c.local.c_str(), s.name.c_str(), (coarse_ms_ - s.created_ms) / 1000,
                 (coarse_ms_ - s.last_interaction_ms) / 1000, flags.c_str(), s.db, s.channels.size(), s.patterns.size(),
@@ -580,8 +583,17 @@ std::string ServerImpl::client_list_line(const ClientConn& c) const {
                 argv_mem, s.queued_bytes, qcap, obuf, qcap + ocap + c.inbox.capacity() + sizeof(ClientConn),
                 (own ? c.write_handler_on : c.pub_writing.load(r)) ? "w" : "",
                 s.last_cmd != nullptr ? s.last_cmd->fullname.c_str() : "NULL",
+                s.user != nullptr ? s.user->name.c_str() : "default",
                 s.tracking.on ? static_cast<long long>(s.tracking.redirect) : -1LL, s.resp == RespVersion::kResp3 ? 3 : 2,
                 c.scheme.c_str(), c.worker->index);
+  };
+  const int n = print(buf, sizeof buf);
+  if (n >= 0 && static_cast<size_t>(n) >= sizeof buf) {
+    std::string line(static_cast<size_t>(n) + 1, '\0');
+    print(line.data(), line.size());
+    line.resize(static_cast<size_t>(n));
+    return line;
+  }
   return buf;
 }
 

@@ -7,16 +7,6 @@
 namespace conduit::kv {
 namespace {
 
-bool password_matches(std::string_view given, std::string_view want) {
-  // Constant time in the length of `want`.
-  unsigned diff = given.size() == want.size() ? 0u : 1u;
-  for (size_t i = 0; i < want.size(); ++i)
-    diff |= static_cast<unsigned>(static_cast<unsigned char>(want[i]) ^
-                                  static_cast<unsigned char>(i < given.size() ? given[i] : 0));
-  return diff == 0;
-}
-
-
 void ping_cmd(CommandContext& ctx) {
   if (ctx.argc() > 2) return ctx.error(wrong_args("ping"));
   // A RESP2 subscriber gets ["pong", msg] (Redis' subscribed-context form).
@@ -36,26 +26,27 @@ void quit_cmd(CommandContext& ctx) {
   ctx.client.close_after_reply = true;
 }
 
-// Returns "" if accepted, else the error to reply.
-std::string check_auth(CommandContext& ctx, std::string_view user, std::string_view pass, bool user_given) {
-  const std::string& want = ctx.server.options_.requirepass;
-  if (user_given && user != "default") return "WRONGPASS invalid username-password pair or user is disabled.";
-  if (want.empty()) {
-    if (!user_given)
-      return "ERR AUTH <password> called without any password configured for the default user. Are you sure your "
-             "configuration is correct?";
-    return "";  // the default user has no password: anything goes
+// AUTH / HELLO AUTH: authenticates the client as `user` (Redis' ACLAuthenticateUser); a
+// failure is logged (ACL LOG, reason "auth").  Returns "" if accepted, else the error.
+std::string authenticate(CommandContext& ctx, std::string_view user, std::string_view pass) {
+  std::shared_ptr<AclUser> u = ctx.server.acl_.authenticate(user, pass);
+  if (u == nullptr) {
+    ctx.server.acl_log_locked(ctx.client, AclResult::kDeniedAuth, std::string(ctx.arg(0)), std::string(user),
+                              ctx.client.in_multi);
+    return "WRONGPASS invalid username-password pair or user is disabled.";
   }
-  if (!password_matches(pass, want)) return "WRONGPASS invalid username-password pair or user is disabled.";
+  ctx.client.authenticated = true;
+  ctx.client.user = std::move(u);
   return "";
 }
 
 void auth_cmd(CommandContext& ctx) {
   if (ctx.argc() > 3) return ctx.error(kSyntaxError);
-  const bool user_given = ctx.argc() == 3;
-  const std::string err = check_auth(ctx, user_given ? ctx.arg(1) : "default", ctx.arg(ctx.argc() - 1), user_given);
+  if (ctx.argc() == 2 && ctx.server.acl_.default_user()->nopass)
+    return ctx.error("ERR AUTH <password> called without any password configured for the default user. Are you sure "
+                     "your configuration is correct?");
+  const std::string err = authenticate(ctx, ctx.argc() == 3 ? ctx.arg(1) : "default", ctx.arg(ctx.argc() - 1));
   if (!err.empty()) return ctx.error(err);
-  ctx.client.authenticated = true;
   ctx.reply.ok();
 }
 
@@ -78,9 +69,8 @@ void hello_cmd(CommandContext& ctx) {
   for (; j < ctx.argc(); ++j) {
     const size_t more = ctx.argc() - j - 1;
     if (eq_nocase(ctx.arg(j), "auth") && more >= 2) {
-      const std::string err = check_auth(ctx, ctx.arg(j + 1), ctx.arg(j + 2), true);
+      const std::string err = authenticate(ctx, ctx.arg(j + 1), ctx.arg(j + 2));
       if (!err.empty()) return ctx.error(err);
-      ctx.client.authenticated = true;
       j += 2;
     } else if (eq_nocase(ctx.arg(j), "setname") && more >= 1) {
       setname = ctx.arg(++j);
@@ -91,7 +81,7 @@ void hello_cmd(CommandContext& ctx) {
       return ctx.error("ERR Syntax error in HELLO option '" + std::string(ctx.arg(j)) + "'");
     }
   }
-  if (!ctx.client.authenticated)
+  if (!ctx.client.authenticated && ctx.server.acl_.auth_required())
     return ctx.error(
         "NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> "
         "<pass> option can be used to authenticate the client and select the RESP protocol version at the same time");
@@ -139,6 +129,7 @@ void client_kill_cmd(CommandContext& ctx) {
   uint64_t id = 0;
   std::string_view addr, laddr;
   bool have_addr = false, have_laddr = false, skipme = true;
+  std::shared_ptr<AclUser> user;
   int type = -1;  // -1 any, 0 normal, 1 pubsub, 2 none (master/replica)
   for (size_t j = 2; j < ctx.argc(); j += 2) {
     const std::string_view k = ctx.arg(j);
@@ -158,7 +149,8 @@ void client_kill_cmd(CommandContext& ctx) {
     } else if (eq_nocase(k, "laddr")) {
       laddr = v, have_laddr = true;
     } else if (eq_nocase(k, "user")) {
-      if (v != "default") return ctx.error("ERR No such user '" + std::string(v) + "'");
+      user = ctx.server.acl_.find(v);
+      if (user == nullptr) return ctx.error("ERR No such user '" + std::string(v) + "'");
     } else if (eq_nocase(k, "skipme")) {
       if (eq_nocase(v, "yes")) skipme = true;
       else if (eq_nocase(v, "no")) skipme = false;
@@ -172,7 +164,8 @@ void client_kill_cmd(CommandContext& ctx) {
   for (const ClientConn* cc : ctx.server.clients()) {
     const int ct = cc->state.subscriptions() > 0 ? 1 : 0;
     if ((type >= 0 && type != ct) || (id != 0 && cc->state.id != id) || (have_addr && cc->peer != addr) ||
-        (have_laddr && cc->local != laddr) || (skipme && cc == ctx.client.conn))
+        (have_laddr && cc->local != laddr) || (user != nullptr && cc->state.user != user) ||
+        (skipme && cc == ctx.client.conn))
       continue;
     victims.push_back(cc->state.id);
   }
@@ -340,7 +333,8 @@ void reset_cmd(CommandContext& ctx) {
   c.name.clear();
   c.reply_mode = ReplyMode::kOn;
   c.no_evict = false;
-  c.authenticated = s.options_.requirepass.empty();
+  c.user = s.acl_.default_user();
+  c.authenticated = !s.acl_.auth_required();
   ctx.reply.simple("RESET");
 }
 

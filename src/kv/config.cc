@@ -143,7 +143,19 @@ const ConfigRow kRows[] = {
      "(see \"Runtime CONFIG SET port\" above)"},
     {"port", Runtime::kSameValue, "TCP port (0 = any free port)", [](const O& o) { return std::to_string(o.port); },
      [](O& o, V v) { return set_int(&o.port, v, 0, 65535); }, "as bind"},
-    {"requirepass", Runtime::kYes, "password clients must AUTH with (\"\" = none)",
+    {"aclfile", Runtime::kImmutable, "ACL users file (ACL LOAD / ACL SAVE); relative paths are inside dir",
+     [](const O& o) { return o.aclfile; }, [](O& o, V v) { return o.aclfile = std::string(v), std::string(); }},
+    {"acllog-max-len", Runtime::kYes, "entries ACL LOG keeps (the oldest go first)",
+     [](const O& o) { return std::to_string(o.acllog_max_len); },
+     [](O& o, V v) { return set_int(&o.acllog_max_len, v, 0, LONG_MAX); }},
+    {"acl-pubsub-default", Runtime::kYes, "allchannels | resetchannels: the channels of a new (or reset) ACL user",
+     [](const O& o) { return std::string(o.acl_pubsub_allchannels ? "allchannels" : "resetchannels"); },
+     [](O& o, V v) {
+       if (eq_nocase(v, "allchannels")) return o.acl_pubsub_allchannels = true, std::string();
+       if (eq_nocase(v, "resetchannels")) return o.acl_pubsub_allchannels = false, std::string();
+       return std::string("argument(s) must be one of the following: allchannels, resetchannels");
+     }},
+    {"requirepass", Runtime::kYes, "the default ACL user's password (\"\" = nopass); clients must AUTH with it",
      [](const O& o) { return o.requirepass; }, [](O& o, V v) { return o.requirepass = std::string(v), std::string(); }},
     {"protected-mode", Runtime::kYes, "yes: without a password only loopback (and shm) clients",
      [](const O& o) { return yesno(o.protected_mode); }, [](O& o, V v) { return set_yesno(&o.protected_mode, v); }},
@@ -294,9 +306,6 @@ struct CompatRow {
 };
 
 const CompatRow kCompat[] = {
-    {"acl-pubsub-default", "resetchannels", CompatKind::kEnum, false, Why::kFeature},
-    {"aclfile", "", CompatKind::kString, true, Why::kFeature},
-    {"acllog-max-len", "128", CompatKind::kInt, false, Why::kFeature},
     {"active-defrag-cycle-max", "25", CompatKind::kInt, false, Why::kEncoding},
     {"active-defrag-cycle-min", "1", CompatKind::kInt, false, Why::kEncoding},
     {"active-defrag-ignore-bytes", "104857600", CompatKind::kMemory, false, Why::kEncoding},
@@ -715,6 +724,10 @@ std::string load_config_text(ServerOptions* o, std::string_view text, std::vecto
       value += args[i];
     }
     if (args.size() < 2 && name != "save") return fatal("wrong number of arguments");
+    if (name == "user") {  // repeated: one ACL user per line, set up at start (acl.cc)
+      o->users.push_back(value);
+      continue;
+    }
     if (!find_row(name) && !find_compat(name)) return fatal("Bad directive or wrong number of arguments");
     auto [it, fresh] = values.emplace(name, value);
     if (!fresh && (name == "save" || name == "client-output-buffer-limit")) it->second += " " + value;
@@ -755,6 +768,9 @@ std::string ServerImpl::config_rewrite() {
     if (def && *def == value) continue;
     text += name + " " + quote(value) + "\n";
   }
+  // The ACL users, as Redis' rewriteConfigUserOption (unless an ACL file holds them).
+  if (options_.aclfile.empty())
+    for (const auto& [name, u] : acl_.users()) text += "user " + name + " " + acl_.describe(*u) + "\n";
   const std::string tmp = options_.config_file + ".tmp-rewrite";
   FILE* f = std::fopen(tmp.c_str(), "w");
   if (f == nullptr) return "ERR Rewriting config file: " + std::string(std::strerror(errno));
@@ -799,6 +815,10 @@ std::string ServerImpl::config_set(std::span<const std::pair<std::string_view, s
   }
   // What changing an option takes besides the new value.
   if (aof_ && options_.appendfsync != before.appendfsync) aof_->set_policy(options_.appendfsync);
+  // As Redis' updateRequirePass: the default user's password is replaced (any set, any value).
+  for (const auto& [name, value] : pairs)
+    if (eq_nocase(name, "requirepass")) acl_.set_default_password(options_.requirepass);
+  acl_.set_pubsub_default(options_.acl_pubsub_allchannels);
   if (options_.limits.max_bulk_len != before.limits.max_bulk_len ||
       options_.limits.max_multibulk_len != before.limits.max_multibulk_len ||
       options_.limits.max_query_buffer != before.limits.max_query_buffer)

@@ -167,9 +167,16 @@ void exec_cmd(CommandContext& ctx) {
     argv.assign(q.argv.begin(), q.argv.end());
     // Checked again at EXEC time as Redis does for the AUTH state and memory: a command
     // that queued fine may still be refused now.
-    if (!c.authenticated && !s.options_.requirepass.empty() && (q.entry->def->flags & kCmdNoAuth) == 0) {
+    if (!c.authenticated && s.acl_.auth_required() && (q.entry->def->flags & kCmdNoAuth) == 0) {
       ctx.error("NOAUTH Authentication required.");
       continue;
+    }
+    if (c.user != nullptr && !c.user->unrestricted) {
+      const std::string err = s.acl_check_locked(c, q.entry, argv, true);
+      if (!err.empty()) {
+        ctx.error(err);
+        continue;
+      }
     }
     s.call(c, q.entry, argv, ctx.reply);
     if (c.db != ctx.db->index()) ctx.db = &s.db(c.db);

@@ -76,6 +76,8 @@ void ServerImpl::invalidate_time() {
 void ServerImpl::add_command(const CommandDef& d, CommandEntry* parent) {
   auto e = std::make_unique<CommandEntry>();
   e->def = &d;
+  e->acl_id = static_cast<uint32_t>(command_store_.size());
+  e->acl_categories = acl_categories_of(d, parent != nullptr ? parent->def : nullptr);
   e->parent = parent;
   e->fullname = parent != nullptr ? parent->fullname + "|" + d.name : std::string(d.name);
   CommandEntry* ep = e.get();
@@ -91,8 +93,10 @@ void ServerImpl::add_command(const CommandDef& d, CommandEntry* parent) {
 void ServerImpl::build_command_table() {
   for (auto table : {string_commands(), bit_commands(), key_commands(), list_commands(), hash_commands(), set_commands(),
                      zset_commands(), zset_pop_commands(), sort_commands(), stream_commands(), server_commands(),
-                     connection_commands(), multi_commands(), pubsub_commands()})
+                     connection_commands(), multi_commands(), pubsub_commands(), acl_commands()})
     for (const CommandDef& d : table) add_command(d, nullptr);
+  acl_.init(command_list_, static_cast<uint32_t>(command_store_.size()), options_.acl_pubsub_allchannels);
+  acl_.set_default_password(options_.requirepass);
   size_t cap = 16;
   while (cap < command_list_.size() * 4) cap *= 2;
   command_slots_.assign(cap, {std::string_view(), nullptr});
@@ -148,6 +152,20 @@ CommandEntry* ServerImpl::resolve(std::span<const std::string_view> argv, bool* 
 Status ServerImpl::start() {
   if (options_.io_threads < 1 || options_.io_threads > 128)
     return Status(Code::kInvalidArgument, "conduit-kv: io-threads must be between 1 and 128");
+  {
+    // ACL users from the config file or the ACL file (Redis' ACLLoadUsersAtStartup).
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!options_.users.empty() && !options_.aclfile.empty())
+      return Status(Code::kInvalidArgument, "conduit-kv: Configuring Redis with users defined in redis.conf and at the "
+                                            "same setting an ACL file path is invalid. This setup is very likely to "
+                                            "lead to configuration errors and security holes, please define either "
+                                            "an ACL file or declare users directly in your redis.conf, but not both.");
+    if (std::string err = acl_.add_config_users(options_.users); !err.empty())
+      return Status(Code::kInvalidArgument, "conduit-kv: " + err);
+    if (!options_.aclfile.empty())
+      if (std::string err = acl_load_file(nullptr); !err.empty())
+        return Status(Code::kInvalidArgument, "conduit-kv: Aborting Redis startup because of ACL errors: " + err.substr(4));
+  }
   // Replay the append-only file before anyone can connect.
   if (options_.appendonly) {
     const std::string path = options_.dir + "/" + options_.appendfilename;
@@ -417,11 +435,16 @@ bool ServerImpl::execute(ClientState& client, std::span<const std::string_view> 
   const CommandDef* cmd = entry->def;
   if (!arity_ok(cmd, argv.size())) return reject(entry, wrong_args(entry->fullname));
   if (!client.authenticated && (cmd->flags & kCmdNoAuth) == 0) {
-    if (options_.requirepass.empty()) {
+    if (!acl_.auth_required()) {
       client.authenticated = true;  // CONFIG SET requirepass "" after connecting
     } else {
       return reject(entry, "NOAUTH Authentication required.");
     }
+  }
+  // The default user may run anything: one flag test.
+  if (client.user != nullptr && !client.user->unrestricted) [[unlikely]] {
+    std::string err = acl_check_locked(client, entry, argv, false);
+    if (!err.empty()) return reject(entry, err);
   }
   if (client.resp == RespVersion::kResp2 && client.subscriptions() > 0 && (cmd->flags & kCmdPubsub) == 0)
     return reject(entry, "ERR Can't execute '" + entry->fullname +

@@ -24,6 +24,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "acl.h"
 #include "aof.h"
 #include "conduit/kv/resp.h"
 #include "conduit/kv/server.h"
@@ -104,6 +105,7 @@ void client_tracking_cmd(CommandContext& ctx);
 void client_caching_cmd(CommandContext& ctx);
 void client_getredir_cmd(CommandContext& ctx);
 void client_trackinginfo_cmd(CommandContext& ctx);
+std::span<const CommandDef> acl_commands();
 
 // INFO commandstats.
 struct CommandStats {
@@ -122,6 +124,8 @@ struct CommandEntry {
   CommandEntry* parent = nullptr;
   std::vector<CommandEntry*> subs;
   CommandStats stats;
+  uint32_t acl_id = 0;          // its bit in AclUser::allowed
+  uint32_t acl_categories = 0;  // AclCategory bits (acl_categories_of)
   // Argument indices of the keys of this call (key spec or getkeys).
   void keys(std::span<const std::string_view> argv, std::vector<size_t>* out) const;
   CommandEntry* find_sub(std::string_view name) const;
@@ -178,6 +182,9 @@ struct ClientState {
   int db = 0;
   RespVersion resp = RespVersion::kResp2;
   bool authenticated = false;
+  // The ACL user (null only for the AOF loader, which may run anything).  Shared so that a
+  // deleted user's clients, closed asynchronously, never see a dangling user.
+  std::shared_ptr<AclUser> user;
   bool close_after_reply = false;
   bool internal = false;
   ClientConn* conn = nullptr;
@@ -486,6 +493,23 @@ class ServerImpl {
   uint64_t tracking_keys() const { return tracking_table_.size(); }
   uint64_t tracking_items() const { return tracking_items_; }
   uint64_t tracking_prefixes() const { return prefix_table_.size(); }
+  // --- ACL (acl.cc holds the users; these touch clients; mu_ held) ---------------------------
+  // Whether client may run entry with argv; if not, logs it (ACL LOG) and returns the
+  // NOPERM error to reply ("" = allowed).  `exec`: EXEC re-checking a queued command.
+  std::string acl_check_locked(ClientState& client, const CommandEntry* entry, std::span<const std::string_view> argv,
+                               bool exec);
+  void acl_log_locked(ClientState& client, AclResult reason, std::string object, std::string username, bool multi);
+  // ACL SETUSER changed u: its pub/sub clients whose channels are no longer allowed are
+  // disconnected (Redis' ACLKillPubsubClientsIfNeeded).
+  void acl_user_changed(const std::shared_ptr<AclUser>& u, const AclUser& before, ClientState& caller);
+  // ACL DELUSER removed u: its clients are disconnected (the caller after its reply).
+  void acl_user_deleted(const std::shared_ptr<AclUser>& u, ClientState& caller);
+  // aclfile (inside dir when relative); ACL LOAD (the replaced users' clients are closed,
+  // `caller` after its reply; null at start) and ACL SAVE: "" or the error reply.
+  std::string acl_file_path() const;
+  std::string acl_load_file(ClientState* caller);
+  std::string acl_save_file();
+  Acl acl_;
 
   // --- server features the commands reach (mu_ held) -------------------------------------
   std::string info(std::string_view sections);
@@ -579,7 +603,7 @@ class ServerImpl {
     bool unauthenticated = false;
   };
   // requirepass is set and this client has not authenticated: pre-AUTH limits apply.
-  bool unauthenticated(const ClientConn* c) const { return !c->state.authenticated && !options_.requirepass.empty(); }
+  bool unauthenticated(const ClientConn* c) const { return !c->state.authenticated && acl_.auth_required(); }
   // Parser limits and reply budget for c's current state (client_limits.h).
   void apply_limits_locked(ClientConn* c);
   void read_and_run(ClientConn* c);

@@ -107,6 +107,10 @@ int main(int argc, char** argv) {
     table_options.emplace_back(info.name, opt);
   }
   std::vector<std::string> listen;
+  std::vector<std::string> users;
+  app.add_option("--user", users, "an ACL user, as redis.conf's user lines: \"NAME RULE ...\" (repeatable)")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   uint32_t busy_poll_us = 0;
   std::string shm_name;
   int rdma_port = -1;
@@ -160,6 +164,7 @@ int main(int argc, char** argv) {
   }
   o.io_busy_poll_us = busy_poll_us;
   for (const std::string& u : listen) o.listen.push_back(u);
+  for (const std::string& u : users) o.users.push_back(u);
   if (!shm_name.empty())
     o.listen.push_back("shm://" + shm_name + (shm_busy_poll_us > 0 ? "?busy_poll_us=" + std::to_string(shm_busy_poll_us) : ""));
   if (rdma_port >= 0) {
@@ -196,7 +201,8 @@ int main(int argc, char** argv) {
   if (!server.ok()) {
     const std::string why = server.status().to_string();
     // Redis' wording, which harnesses look for to retry on another port.
-    if (why.find("in use") != std::string::npos)
+    // (Not just "in use": "Error in user declaration" contains it.)
+    if (why.find("ddress already in use") != std::string::npos || why.find("address in use") != std::string::npos)
       rlog.line('#', "Warning: Could not create server TCP listening socket *:" + std::to_string(o.port) +
                          ": bind: Address already in use\n" + std::to_string(getpid()) + ":M Failed listening on port " +
                          std::to_string(o.port) + " (tcp), aborting.");

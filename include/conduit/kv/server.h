@@ -117,7 +117,13 @@ struct ServerOptions {
   // a new transport needs no change here.  conduit-kv's --shm-name and --rdma-port add to it.
   std::vector<std::string> listen;
 
-  std::string requirepass;           // requirepass: "" = no password
+  std::string requirepass;           // requirepass: the default ACL user's password, "" = nopass
+  uint64_t acllog_max_len = 128;     // acllog-max-len: ACL LOG entries kept
+  bool acl_pubsub_allchannels = false;  // acl-pubsub-default: allchannels (true) / resetchannels
+  // aclfile: users loaded at start and by ACL LOAD, written by ACL SAVE ("" = none; a
+  // relative path is taken inside `dir`).  Excludes `user` lines in the config file.
+  std::string aclfile;
+  std::vector<std::string> users;    // the config file's `user <name> <rules...>` lines (name + rules)
   bool protected_mode = true;        // protected-mode: no password => loopback clients only
   uint32_t maxclients = 10000;       // maxclients
   uint64_t maxmemory = 0;            // maxmemory in bytes, 0 = no limit

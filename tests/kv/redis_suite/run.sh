@@ -7,8 +7,8 @@
 #                                [--work DIR] [--files "unit/type/incr unit/expire"] [--check]
 #
 # Files run in external-server mode (./runtest --host --port --single FILE) with
-# --tags -needs:debug ... and --ignore-encoding --ignore-digest; unit/auth, whose tests are
-# tagged external:skip, runs the way the harness starts its own server, with conduit-kv
+# --tags -needs:debug ... and --ignore-encoding --ignore-digest; unit/auth and unit/acl, whose
+# tests are tagged external:skip, run the way the harness starts its own server, with conduit-kv
 # (or redis-server) standing in for src/redis-server.  skip.txt lists every skipped test
 # with its reason.  Prints one line per file: passed/run for conduit-kv and redis-server.
 # --check: exit 1 when conduit-kv passes fewer tests in a file than floor.txt records
@@ -21,10 +21,10 @@ set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 kv_bin="" redis_bin="" work="" check=0 file_timeout=240
 # Files whose tests are tagged external:skip: the harness starts the server itself.
-own_server_files="unit/auth unit/maxmemory unit/info"
+own_server_files="unit/auth unit/acl unit/maxmemory unit/info"
 files="unit/type/string unit/type/incr unit/type/list unit/type/hash unit/type/set unit/type/zset unit/sort
        unit/keyspace unit/expire unit/protocol unit/info-command unit/introspection unit/querybuf unit/other unit/auth
-       unit/multi unit/pubsub unit/tracking unit/bitops unit/bitfield unit/scan unit/latency-monitor"
+       unit/multi unit/pubsub unit/tracking unit/bitops unit/bitfield unit/scan unit/latency-monitor unit/acl"
 while [[ $# -gt 0 ]]; do
   case $1 in
     --kv) kv_bin=$2; shift 2 ;;
