@@ -237,4 +237,10 @@ print()
 print(f"kv_vs_redis: {passes} targets met, {misses} missed")
 EOF
 if [[ -n $out ]]; then cp "$results" "${out%.*}.csv"; echo "  table in $out, every run in ${out%.*}.csv"; fi
+# A plot next to the table (gnuplot, when installed): per TCP cell, the rps ratio and the
+# ratio of server CPU per request (redis-server's over conduit-kv's), so a cell where the
+# load generator, not the server, set the pace shows as rps ~1.0 beside a CPU ratio > 1.
+if [[ -n $out ]] && command -v gnuplot >/dev/null; then
+  bash "$here/bench/kv_vs_redis_plot.sh" "${out%.*}.csv" "${out%.*}.png" && echo "  plot in ${out%.*}.png"
+fi
 echo "  total $(($(date +%s) - t0)) s"
