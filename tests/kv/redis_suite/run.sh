@@ -146,5 +146,31 @@ for f in $files; do
   fi
 done
 printf '%-22s %-16s %-16s\n' total "$total_kv/$total_kv_run" "$total_r/$total_r_run"
+# Every test of conduit-kv's run that did not run, by name, with the harness' reason: denied
+# by a tag ([ignore]) or by skip.txt and the harness' own checks ([skip]).  docs/
+# KV-REDIS-SUITE.md's "Every test not run" table is this file from a run of every file.
+{
+  echo "| file | test | not run because |"
+  echo "|---|---|---|"
+  for f in $files; do
+    log=$work/kv-${f//\//_}.log
+    [[ -f $log ]] || continue
+    # "[skip]: NAME" (skip.txt, --skiptest); "[ignore]: NAME: REASON" (REASON as "Tag: x denied").
+    sed 's/\x1b\[[0-9;]*m//g' "$log" | grep -a '^\[\(ignore\|skip\)\]: ' |
+      awk -v f="$f" '{
+        kind = substr($0, 2, index($0, "]") - 2); rest = substr($0, index($0, "]: ") + 3)
+        t = rest; r = "skip.txt (reason there)"
+        if (rest == "Not supported on external server" || rest ~ /^Tag: /) {
+          # a whole start_server block, skipped before its tests are named
+          t = "(a block of tests, not named by the harness)"; r = rest " (the block is tagged so)"
+        } else if (kind == "ignore") {
+          n = index(rest, ": Tag: ")
+          if (!n) { n = length(rest); while (n > 0 && substr(rest, n, 2) != ": ") n-- }
+          if (n > 0) { t = substr(rest, 1, n - 1); r = substr(rest, n + 2) }
+        }
+        gsub(/\|/, "\\|", t); gsub(/\|/, "\\|", r); print "| " f " | " t " | " r " |" }'
+  done
+} > "$work/not-run.md"
+echo "not run (by name, with the reason): $work/not-run.md ($(($(wc -l < "$work/not-run.md") - 2)) entries)"
 echo "logs: $work"
 exit $status
