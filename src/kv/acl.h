@@ -30,6 +30,15 @@ enum AclCategory : uint32_t {
 // them the same way), its flags the implicit ones (Redis' setImplicitACLCategories).
 // `parent`: the container of a subcommand, else null.
 uint32_t acl_categories_of(const CommandDef& d, const CommandDef* parent);
+// The categories by name, in ACL CAT's order; a name's flag (case-insensitive), 0 if none.
+struct AclCategoryName {
+  const char* name;
+  uint32_t flag;
+};
+std::span<const AclCategoryName> acl_category_names();
+uint32_t acl_category_by_name(std::string_view name);
+// Redis refuses user names with spaces or NULs.
+bool acl_name_has_spaces(std::string_view s);
 
 enum class AclResult : uint8_t { kOk, kDeniedCmd, kDeniedKey, kDeniedChannel, kDeniedAuth };
 
