@@ -176,10 +176,33 @@ bool ServerImpl::write_snapshot(int fd) {
             append_command(&buf, args);
           }
           if (s.entries.empty()) {
-            // Keep an emptied stream (and its last id): add a placeholder, trim it away.
-            const std::string ids = s.last_id.to_string();
+            // Keep an emptied stream: add a placeholder, trim it away (XSETID below restores
+            // the last id, which may be 0-0 for XGROUP CREATE ... MKSTREAM).
+            const std::string ids = s.last_id == StreamId{} ? std::string("0-1") : s.last_id.to_string();
             const std::string_view a[7] = {"XADD", key, "MAXLEN", "0", ids, "_", "_"};
             append_command(&buf, a);
+          }
+          // Redis' rewriteStreamObject: the counters, then each group, its consumers and its
+          // pending entries (owner, delivery time and count kept exactly by XCLAIM).
+          const std::string last = s.last_id.to_string(), added = std::to_string(s.entries_added),
+                            maxdel = s.max_deleted_id.to_string();
+          const std::string_view setid[7] = {"XSETID", key, last, "ENTRIESADDED", added, "MAXDELETEDID", maxdel};
+          append_command(&buf, setid);
+          for (const auto& [gname, g] : s.groups) {
+            const std::string gl = g.last_id.to_string(), er = std::to_string(g.entries_read);
+            const std::string_view create[7] = {"XGROUP", "CREATE", key, gname, gl, "ENTRIESREAD", er};
+            append_command(&buf, create);
+            for (const auto& [cname, c] : g.consumers) {
+              const std::string_view cc[5] = {"XGROUP", "CREATECONSUMER", key, gname, cname};
+              append_command(&buf, cc);
+            }
+            for (const auto& [id, p] : g.pel) {
+              const std::string ids = id.to_string(), t = std::to_string(p.delivery_time),
+                                n = std::to_string(p.delivery_count);
+              const std::string_view claim[12] = {"XCLAIM", key, gname, p.consumer, "0", ids, "TIME", t,
+                                                  "RETRYCOUNT", n, "JUSTID", "FORCE"};
+              append_command(&buf, claim);
+            }
           }
           break;
         }

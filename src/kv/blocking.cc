@@ -139,12 +139,16 @@ void ServerImpl::serve_ready_keys() {
       if (it == waiters.end()) continue;
       const std::vector<ClientState*> queue = it->second;  // serving changes the list
       for (ClientState* c : queue) {
-        Entry* e = db(d).find(key);
-        if (e == nullptr || (e->expire_ms >= 0 && e->expire_ms < now_ms())) break;  // consumed or gone
         if (!c->blocked || c->conn == nullptr || c->conn->closed) continue;
+        Entry* e = db(d).find(key);
+        const bool gone = e == nullptr || (e->expire_ms >= 0 && e->expire_ms < now_ms());  // consumed or gone
         // As Redis 7.0: a key of another type (LPUSH, DEL, SET in one EXEC) serves nobody;
-        // its waiters stay blocked until it is a list (sorted set, stream) again.
-        if (e->type != blocked_on_type(*c->blocked)) break;
+        // its waiters stay blocked until it is a list (sorted set, stream) again -- except
+        // XREADGROUP's, whose group went with the key.
+        if (gone || e->type != blocked_on_type(*c->blocked)) {
+          if (c->blocked->unblock_on_delete) unblock(*c, false, "UNBLOCKED the stream key no longer exists");
+          continue;
+        }
         serve_blocked_client(c->conn);
       }
     }
@@ -154,9 +158,10 @@ void ServerImpl::serve_ready_keys() {
 
 void ServerImpl::swapped_dbs(int a, int b) {
   if (blocked_count_ == 0) return;
+  // Every key with waiters: those that now exist are served, XREADGROUPs whose key went
+  // away are answered (serve_ready_keys).
   for (int d : {a, b})
-    for (const auto& [key, clients] : blocking_keys_[static_cast<size_t>(d)])
-      if (db(d).find(key) != nullptr) ready_keys_.emplace_back(d, key);
+    for (const auto& [key, clients] : blocking_keys_[static_cast<size_t>(d)]) ready_keys_.emplace_back(d, key);
 }
 
 // --- CLIENT PAUSE -----------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-// Streams (XADD XLEN XRANGE XREVRANGE XDEL): commands, replies and errors as Redis 7.0.  A collection that becomes empty is
+// Streams (XADD XLEN XRANGE XREVRANGE XDEL XTRIM XSETID; consumer groups and XREAD are in
+// commands_stream_groups.cc): commands, replies and errors as Redis 7.0.  A collection that becomes empty is
 // deleted, as in Redis.
 #include <algorithm>
 #include <climits>
@@ -6,13 +7,11 @@
 
 #include "numbers.h"
 #include "server_impl.h"
+#include "streams.h"
 
 namespace conduit::kv {
-namespace {
 
-constexpr std::string_view kInvalidId = "ERR Invalid stream ID specified as stream command argument";
-
-bool parse_u64(std::string_view s, uint64_t* out) {
+bool parse_stream_u64(std::string_view s, uint64_t* out) {
   if (s.empty() || s.size() > 20) return false;
   uint64_t v = 0;
   for (char c : s) {
@@ -25,22 +24,131 @@ bool parse_u64(std::string_view s, uint64_t* out) {
   return true;
 }
 
-// "ms-seq" or "ms" (seq = missing_seq); *seq_auto for "ms-*".
-bool parse_stream_id(std::string_view s, StreamId* id, uint64_t missing_seq, bool* seq_auto = nullptr) {
+bool parse_stream_id(std::string_view s, StreamId* id, uint64_t missing_seq, bool* seq_auto) {
   const size_t dash = s.find('-');
   if (dash == std::string_view::npos) {
-    if (!parse_u64(s, &id->ms)) return false;
+    if (!parse_stream_u64(s, &id->ms)) return false;
     id->seq = missing_seq;
     return true;
   }
-  if (!parse_u64(s.substr(0, dash), &id->ms)) return false;
+  if (!parse_stream_u64(s.substr(0, dash), &id->ms)) return false;
   const std::string_view seq = s.substr(dash + 1);
   if (seq == "*" && seq_auto != nullptr) {
     *seq_auto = true;
     return true;
   }
-  return parse_u64(seq, &id->seq);
+  return parse_stream_u64(seq, &id->seq);
 }
+
+bool stream_incr_id(StreamId* id) {
+  if (id->seq == UINT64_MAX) {
+    if (id->ms == UINT64_MAX) return false;
+    ++id->ms;
+    id->seq = 0;
+  } else {
+    ++id->seq;
+  }
+  return true;
+}
+
+namespace {
+bool stream_decr_id(StreamId* id) {
+  if (id->seq == 0) {
+    if (id->ms == 0) return false;
+    --id->ms;
+    id->seq = UINT64_MAX;
+  } else {
+    --id->seq;
+  }
+  return true;
+}
+}  // namespace
+
+bool parse_range_id(CommandContext& ctx, std::string_view s, StreamId* id, bool is_start) {
+  bool exclusive = false;
+  if (s.size() > 1 && s[0] == '(') {
+    exclusive = true;
+    s.remove_prefix(1);
+  }
+  if (s == "-" && !exclusive) {
+    *id = {0, 0};
+    return true;
+  }
+  if (s == "+" && !exclusive) {
+    *id = {UINT64_MAX, UINT64_MAX};
+    return true;
+  }
+  if (!parse_stream_id(s, id, is_start ? 0 : UINT64_MAX)) {
+    ctx.error(kInvalidStreamId);
+    return false;
+  }
+  if (exclusive && !(is_start ? stream_incr_id(id) : stream_decr_id(id))) {
+    ctx.error("ERR invalid start ID for the interval");
+    return false;
+  }
+  return true;
+}
+
+void reply_stream_entry(ReplyWriter& reply, const StreamEntry& en) {
+  reply.array(2);
+  reply.bulk(en.first.to_string());
+  reply.array(en.second.size());
+  for (const auto& f : en.second) reply.bulk(f);
+}
+
+size_t stream_lower_bound(const StreamValue& s, const StreamId& from) {
+  auto it = std::lower_bound(s.entries.begin(), s.entries.end(), from,
+                             [](const StreamEntry& en, const StreamId& x) { return en.first < x; });
+  return static_cast<size_t>(it - s.entries.begin());
+}
+
+const StreamEntry* stream_find(const StreamValue& s, const StreamId& id) {
+  const size_t i = stream_lower_bound(s, id);
+  return i < s.entries.size() && s.entries[i].first == id ? &s.entries[i] : nullptr;
+}
+
+bool stream_range_has_tombstones(const StreamValue& s, const StreamId* start, const StreamId* end) {
+  const StreamId zero{};
+  if (s.entries.empty() || s.max_deleted_id == zero) return false;
+  if (s.max_deleted_id < s.first_id()) return false;
+  const StreamId lo = start ? *start : StreamId{0, 0};
+  const StreamId hi = end ? *end : StreamId{UINT64_MAX, UINT64_MAX};
+  return lo <= s.max_deleted_id && s.max_deleted_id <= hi;
+}
+
+int64_t stream_estimate_distance(const StreamValue& s, const StreamId& id) {
+  const int64_t added = static_cast<int64_t>(s.entries_added);
+  const int64_t len = static_cast<int64_t>(s.entries.size());
+  if (s.entries_added == 0) return 0;
+  if (s.entries.empty() && id <= s.last_id) return added;
+  if (id == s.last_id) return added;
+  if (s.last_id < id) return StreamGroup::kEntriesReadUnknown;
+  const StreamId first = s.first_id(), zero{};
+  if (s.max_deleted_id == zero || s.max_deleted_id < first) {
+    if (id < first) return added - len;
+    if (id == first) return added - len + 1;
+  }
+  return StreamGroup::kEntriesReadUnknown;
+}
+
+bool stream_group_lag(const StreamValue& s, const StreamGroup& g, int64_t* lag) {
+  if (s.entries_added == 0) {
+    *lag = 0;
+    return true;
+  }
+  if (g.entries_read != StreamGroup::kEntriesReadUnknown && !stream_range_has_tombstones(s, &g.last_id, nullptr)) {
+    *lag = static_cast<int64_t>(s.entries_added) - g.entries_read;
+    return true;
+  }
+  const int64_t read = stream_estimate_distance(s, g.last_id);
+  if (read == StreamGroup::kEntriesReadUnknown) return false;
+  *lag = static_cast<int64_t>(s.entries_added) - read;
+  return true;
+}
+
+namespace {
+
+constexpr std::string_view kInvalidId = kInvalidStreamId;
 
 void stream_trim(StreamValue& s, bool by_maxlen, uint64_t maxlen, const StreamId& minid, uint64_t* removed) {
   auto& v = s.entries;
@@ -153,20 +261,12 @@ void xlen_cmd(CommandContext& ctx) {
   ctx.reply.integer(static_cast<int64_t>(e->stream->entries.size()));
 }
 
-void emit_stream_entry(CommandContext& ctx, const std::pair<StreamId, std::vector<std::string>>& en) {
-  ctx.reply.array(2);
-  ctx.reply.bulk(en.first.to_string());
-  ctx.reply.array(en.second.size());
-  for (const auto& f : en.second) ctx.reply.bulk(f);
-}
+void emit_stream_entry(CommandContext& ctx, const StreamEntry& en) { reply_stream_entry(ctx.reply, en); }
 
 void xrange_generic(CommandContext& ctx, bool rev) {
   StreamId lo, hi;
   const std::string_view a = ctx.arg(rev ? 3 : 2), b = ctx.arg(rev ? 2 : 3);
-  if (a == "-") lo = {0, 0};
-  else if (!parse_stream_id(a, &lo, 0)) return ctx.error(kInvalidId);
-  if (b == "+") hi = {UINT64_MAX, UINT64_MAX};
-  else if (!parse_stream_id(b, &hi, UINT64_MAX)) return ctx.error(kInvalidId);
+  if (!parse_range_id(ctx, a, &lo, true) || !parse_range_id(ctx, b, &hi, false)) return;
   int64_t count = -1;
   if (ctx.argc() > 4) {
     if (ctx.argc() != 6 || !eq_nocase(ctx.arg(4), "count")) return ctx.error(kSyntaxError);
@@ -208,12 +308,94 @@ void xdel_cmd(CommandContext& ctx) {
     auto it = std::lower_bound(v.begin(), v.end(), id, [](const auto& en, const StreamId& x) { return en.first < x; });
     if (it != v.end() && it->first == id) {
       v.erase(it);
+      if (e->stream->max_deleted_id < id) e->stream->max_deleted_id = id;
       ++n;
     }
   }
   ctx.dirty += static_cast<uint64_t>(n);
   if (n > 0) ctx.notify(kNotifyStream, "xdel", ctx.arg(1));
   ctx.reply.integer(n);
+}
+
+// XTRIM key MAXLEN|MINID [=|~] threshold [LIMIT count]: exact trimming (LIMIT only
+// bounds approximate trimming, which trims exactly here, as Redis may).
+void xtrim_cmd(CommandContext& ctx) {
+  size_t j = 2;
+  const std::string_view strategy = ctx.arg(j);
+  const bool by_maxlen = eq_nocase(strategy, "maxlen");
+  if (!by_maxlen && !eq_nocase(strategy, "minid")) return ctx.error(kSyntaxError);
+  ++j;
+  bool approx = false;
+  if (j < ctx.argc() && (ctx.arg(j) == "=" || ctx.arg(j) == "~")) approx = ctx.arg(j++) == "~";
+  if (j >= ctx.argc()) return ctx.error(kSyntaxError);
+  uint64_t maxlen = 0;
+  StreamId minid;
+  if (by_maxlen) {
+    int64_t v;
+    if (!get_ll(ctx, ctx.arg(j), &v)) return;
+    if (v < 0) return ctx.error("ERR The MAXLEN argument must be >= 0.");
+    maxlen = static_cast<uint64_t>(v);
+  } else if (!parse_stream_id(ctx.arg(j), &minid, 0)) {
+    return ctx.error(kInvalidId);
+  }
+  ++j;
+  for (; j < ctx.argc(); ++j) {
+    if (eq_nocase(ctx.arg(j), "limit") && j + 1 < ctx.argc()) {
+      int64_t limit;
+      if (!get_ll(ctx, ctx.arg(++j), &limit)) return;
+      if (limit < 0) return ctx.error("ERR The LIMIT argument must be >= 0.");
+      if (!approx) return ctx.error("ERR syntax error, LIMIT cannot be used without the special ~ option");
+    } else {
+      return ctx.error(kSyntaxError);
+    }
+  }
+  Entry* e = lookup_write(ctx, ctx.arg(1));
+  if (e == nullptr) return ctx.reply.integer(0);
+  if (!check_type(ctx, e, Type::kStream)) return;
+  uint64_t removed = 0;
+  stream_trim(*e->stream, by_maxlen, maxlen, minid, &removed);
+  if (removed > 0) {
+    ++ctx.dirty;
+    ctx.notify(kNotifyStream, "xtrim", ctx.arg(1));
+  }
+  ctx.reply.integer(static_cast<int64_t>(removed));
+}
+
+// XSETID key last-id [ENTRIESADDED n] [MAXDELETEDID id] (also what the AOF rewrite emits).
+void xsetid_cmd(CommandContext& ctx) {
+  StreamId id, max_deleted;
+  int64_t entries_added = -1;
+  if (!parse_stream_id(ctx.arg(2), &id, 0)) return ctx.error(kInvalidId);
+  for (size_t j = 3; j < ctx.argc(); j += 2) {
+    const bool more = j + 1 < ctx.argc();
+    if (eq_nocase(ctx.arg(j), "entriesadded") && more) {
+      if (!get_ll(ctx, ctx.arg(j + 1), &entries_added)) return;
+      if (entries_added < 0) return ctx.error("ERR entries_added must be positive");
+    } else if (eq_nocase(ctx.arg(j), "maxdeletedid") && more) {
+      if (!parse_stream_id(ctx.arg(j + 1), &max_deleted, 0)) return ctx.error(kInvalidId);
+      if (id < max_deleted)
+        return ctx.error("ERR The ID specified in XSETID is smaller than the provided max_deleted_entry_id");
+    } else {
+      return ctx.error(kSyntaxError);
+    }
+  }
+  Entry* e = lookup_write(ctx, ctx.arg(1));
+  if (e == nullptr) return ctx.error("ERR no such key");
+  if (!check_type(ctx, e, Type::kStream)) return;
+  StreamValue& s = *e->stream;
+  if (id < s.max_deleted_id) return ctx.error("ERR The ID specified in XSETID is smaller than current max_deleted_entry_id");
+  if (!s.entries.empty()) {
+    if (id < s.entries.back().first)
+      return ctx.error("ERR The ID specified in XSETID is smaller than the target stream top item");
+    if (entries_added != -1 && s.entries.size() > static_cast<uint64_t>(entries_added))
+      return ctx.error("ERR The entries_added specified in XSETID is smaller than the target stream length");
+  }
+  s.last_id = id;
+  if (entries_added != -1) s.entries_added = static_cast<uint64_t>(entries_added);
+  if (!(max_deleted == StreamId{})) s.max_deleted_id = max_deleted;
+  ++ctx.dirty;
+  ctx.notify(kNotifyStream, "xsetid", ctx.arg(1));
+  ctx.reply.ok();
 }
 
 constexpr uint32_t kW = kCmdWrite, kR = kCmdReadonly, kM = kCmdDenyOom, kF = kCmdFast;
@@ -223,6 +405,8 @@ const CommandDef kCommands[] = {
     {"xlen", xlen_cmd, 2, kR | kF, 1, 1, 1, "stream", "Return the number of messages in a stream.", "5.0.0"},
     {"xrange", xrange_cmd, -4, kR, 1, 1, 1, "stream", "Returns the messages from a stream within a range of IDs.", "5.0.0"},
     {"xrevrange", xrevrange_cmd, -4, kR, 1, 1, 1, "stream", "Returns the messages from a stream within a range of IDs in reverse order.", "5.0.0"},
+    {"xtrim", xtrim_cmd, -4, kW, 1, 1, 1, "stream", "Deletes messages from the beginning of a stream.", "5.0.0"},
+    {"xsetid", xsetid_cmd, -3, kW | kM | kF, 1, 1, 1, "stream", "An internal command for replicating stream values.", "5.0.0"},
     {"xdel", xdel_cmd, -3, kW | kF, 1, 1, 1, "stream", "Returns the number of messages after removing them from a stream.", "5.0.0"},
 };
 

@@ -79,6 +79,10 @@ void ServerImpl::signal_key(int d, std::string_view key, const ClientState* by) 
 void ServerImpl::signal_flush(int d, int replaced_with) {
   // Client-side caching is not per database: any flush invalidates everything (Redis).
   if (replaced_with < 0) tracking_invalidate_all();
+  if (blocked_count_ > 0 && replaced_with < 0)  // XREADGROUPs on emptied keys are answered
+    for (int i = 0; i < num_dbs(); ++i)
+      if (d < 0 || i == d)
+        for (const auto& [key, clients] : blocking_keys_[static_cast<size_t>(i)]) ready_keys_.emplace_back(i, key);
   if (watching_clients_ == 0) return;
   for (int i = 0; i < num_dbs(); ++i) {
     if (d >= 0 && i != d) continue;

@@ -92,8 +92,8 @@ void ServerImpl::add_command(const CommandDef& d, CommandEntry* parent) {
 
 void ServerImpl::build_command_table() {
   for (auto table : {string_commands(), bit_commands(), key_commands(), list_commands(), hash_commands(), set_commands(),
-                     zset_commands(), zset_pop_commands(), sort_commands(), stream_commands(), server_commands(),
-                     connection_commands(), multi_commands(), pubsub_commands(), acl_commands()})
+                     zset_commands(), zset_pop_commands(), sort_commands(), stream_commands(), stream_group_commands(),
+                     server_commands(), connection_commands(), multi_commands(), pubsub_commands(), acl_commands()})
     for (const CommandDef& d : table) add_command(d, nullptr);
   acl_.init(command_list_, static_cast<uint32_t>(command_store_.size()), options_.acl_pubsub_allchannels);
   acl_.set_default_password(options_.requirepass);

@@ -96,6 +96,7 @@ std::span<const CommandDef> zset_commands();
 std::span<const CommandDef> zset_pop_commands();
 std::span<const CommandDef> sort_commands();
 std::span<const CommandDef> stream_commands();
+std::span<const CommandDef> stream_group_commands();
 std::span<const CommandDef> server_commands();
 std::span<const CommandDef> connection_commands();
 std::span<const CommandDef> multi_commands();
@@ -157,6 +158,9 @@ struct BlockState {
   int64_t deadline_ms = 0;        // 0 = forever
   reactor::TimerId timer = 0;     // on the client's worker loop
   uint64_t gen = 0;               // which blocking this timer belongs to
+  // XREADGROUP: a key deleted or replaced by another type answers "-UNBLOCKED the stream
+  // key no longer exists" (Redis 7.0) instead of waiting on.
+  bool unblock_on_delete = false;
 };
 
 enum class ReplyMode : uint8_t { kOn, kOff, kSkipNext, kSkipThis };

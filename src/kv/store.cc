@@ -130,6 +130,11 @@ size_t estimate_bytes(const Entry* e) {
     case Type::kStream:
       for (const auto& en : e->stream->entries)
         for (const auto& f : en.second) n += 48 + f.size();
+      for (const auto& [name, g] : e->stream->groups) {
+        n += 128 + name.size();
+        for (const auto& [id, p] : g.pel) n += 96 + p.consumer.size();
+        for (const auto& [cname, c] : g.consumers) n += 96 + cname.size() + 48 * c.pending.size();
+      }
       break;
   }
   return n;

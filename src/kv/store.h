@@ -60,10 +60,32 @@ struct StreamId {
   friend bool operator<=(const StreamId& a, const StreamId& b) { return !(b < a); }
   std::string to_string() const { return std::to_string(ms) + "-" + std::to_string(seq); }
 };
+// Consumer groups (commands_stream_groups.cc).  A pending entry (Redis' NACK) names its
+// consumer; each consumer keeps the ids it owns, so both of Redis' views (the group's PEL,
+// a consumer's PEL) are ordered maps and a copy of the value is a deep copy.
+struct StreamPending {
+  int64_t delivery_time = 0;  // Unix ms of the last delivery
+  uint64_t delivery_count = 1;
+  std::string consumer;
+};
+struct StreamConsumer {
+  int64_t seen_time = 0;  // Unix ms of its last XREADGROUP / XCLAIM / XAUTOCLAIM
+  std::set<StreamId> pending;
+};
+struct StreamGroup {
+  static constexpr int64_t kEntriesReadUnknown = -1;  // Redis' SCG_INVALID_ENTRIES_READ
+  StreamId last_id;
+  int64_t entries_read = kEntriesReadUnknown;
+  std::map<StreamId, StreamPending> pel;
+  std::map<std::string, StreamConsumer, std::less<>> consumers;  // byte order, as Redis' rax
+};
 struct StreamValue {
   std::vector<std::pair<StreamId, std::vector<std::string>>> entries;  // fields, values alternating
   StreamId last_id;
   uint64_t entries_added = 0;
+  StreamId max_deleted_id;  // the greatest id XDEL removed (0-0: none)
+  std::map<std::string, StreamGroup, std::less<>> groups;
+  StreamId first_id() const { return entries.empty() ? StreamId{} : entries.front().first; }
 };
 
 // One key.  Allocated with its key bytes behind it (Entry::create); never moves.

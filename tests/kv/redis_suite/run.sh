@@ -22,7 +22,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 kv_bin="" redis_bin="" work="" check=0 file_timeout=240
 # Files whose tests are tagged external:skip: the harness starts the server itself.
 own_server_files="unit/auth unit/acl unit/maxmemory unit/info"
-files="unit/type/string unit/type/incr unit/type/list unit/type/hash unit/type/set unit/type/zset unit/sort
+files="unit/type/string unit/type/incr unit/type/list unit/type/hash unit/type/set unit/type/zset unit/type/stream-cgroups unit/sort
        unit/keyspace unit/expire unit/protocol unit/info-command unit/introspection unit/querybuf unit/other unit/auth
        unit/multi unit/pubsub unit/tracking unit/bitops unit/bitfield unit/scan unit/latency-monitor unit/acl"
 while [[ $# -gt 0 ]]; do
