@@ -35,5 +35,12 @@ bool stream_range_has_tombstones(const StreamValue& s, const StreamId* start, co
 int64_t stream_estimate_distance(const StreamValue& s, const StreamId& id);
 // A group's lag (XINFO GROUPS / STREAM FULL), false when it cannot be computed (nil).
 bool stream_group_lag(const StreamValue& s, const StreamGroup& g, int64_t* lag);
+// The group of that name, or null.
+inline StreamGroup* find_group(StreamValue& s, std::string_view name) {
+  auto it = s.groups.find(name);
+  return it == s.groups.end() ? nullptr : &it->second;
+}
+// XINFO's subcommands (commands_stream_info.cc), for the XINFO container's table row.
+std::span<const CommandDef> xinfo_subcommands();
 
 }  // namespace conduit::kv
