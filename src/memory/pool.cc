@@ -88,7 +88,7 @@ ThreadCache::PerPool* cache_of(BlockPool& p) {
   const PoolOptions& o = p.options();
   t_cache.pools.push_back({p.id(), p.weak_from_this(), std::vector<std::vector<Storage*>>(o.classes.size()), {}});
   ThreadCache::PerPool* tc = &t_cache.pools.back();
-  for (size_t c : o.classes) tc->limits.push_back(std::max<size_t>(2, o.thread_cache_bytes / c));
+  for (size_t c : o.classes) tc->limits.push_back(o.thread_cache_bytes == 0 ? 0 : std::max<size_t>(2, o.thread_cache_bytes / c));
   return tc;
 }
 }  // namespace
@@ -289,8 +289,8 @@ Status BlockPool::reserve(size_t size, size_t blocks) {
     size_t bytes = 0;
     {
       std::lock_guard<std::mutex> lock(mu_);
+      if (unused_blocks_locked(cls) >= blocks) break;
       ClassState& c = *classes_[static_cast<size_t>(cls)];
-      if (c.free.size() >= blocks) break;
       bytes = region_bytes_for(cls, c.block_size);
       if (bytes_mapped_ + bytes > options_.cap_bytes) {
         result = Status::WouldBlock();
@@ -322,6 +322,17 @@ Status BlockPool::reserve(size_t size, size_t blocks) {
   }
   if (added) notify_waiters();
   return result;
+}
+
+// Blocks of class `cls` that nobody holds: in the shared list or in some thread's cache
+// (a released block's count is 0).  O(blocks of the class); for reserve(), off the fast path.
+size_t BlockPool::unused_blocks_locked(int cls) const {
+  size_t n = 0;
+  for (const auto& r : regions_) {
+    if (r->cls != cls) continue;
+    for (size_t i = 0; i < r->nblocks; ++i) n += r->blocks[i].refs.load(std::memory_order_relaxed) == 0 ? 1 : 0;
+  }
+  return n;
 }
 
 size_t BlockPool::free_blocks(size_t size) const {

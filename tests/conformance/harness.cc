@@ -415,6 +415,15 @@ std::string Conformance::connect_url(const Listener& listener) const {
   if (auto r = start_connect(connect_url(*p->listener), &p->client, res); !r) return r;
   if (auto r = run_until([&] { return res->fired && !queue->conns.empty(); }, "connect + accept"); !r) return r;
   if (!res->status.ok()) return ::testing::AssertionFailure() << "connect failed: " << res->status.to_string();
+  // auto:// that fell back leaves an abandoned rdma connection accepted first: the server end
+  // is the one on the transport the client ended up on.
+  const std::string want(p->client->caps().transport);
+  auto matches = [&] {
+    while (!queue->conns.empty() && queue->conns.front()->caps().transport != want) queue->conns.pop_front();
+    return !queue->conns.empty();
+  };
+  if (auto r = run_until(matches, "accept on the client's transport"); !r)
+    return r << " (client on " << want << ")";
   p->server = std::move(queue->conns.front());
   queue->conns.pop_front();
   if (p->client->state() != ConnState::kConnected || p->server->state() != ConnState::kConnected)

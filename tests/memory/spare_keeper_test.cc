@@ -63,6 +63,37 @@ TEST(BlockPool, ReserveRegistersAheadSoThatAllocationsRegisterNothing) {
   EXPECT_EQ(st.classes[8].regions, 2u);
 }
 
+// Blocks freed on a thread wait in its cache, out of the shared list: they are still
+// spares, and reserve() must not register a region for what is already there.
+TEST(BlockPool, ReserveCountsBlocksWaitingInAThreadCache) {
+  PoolOptions o;
+  o.hugepages = false;
+  o.thread_cache_bytes = 2 * kMiB;  // two 1 MiB blocks fit in this thread's cache
+  auto created = BlockPool::create(std::move(o));
+  ASSERT_TRUE(created.ok());
+  auto pool = std::move(created).value();
+  auto reg = std::make_shared<RecordingRegistrar>();
+  ASSERT_TRUE(pool->add_registrar(reg).ok());
+  {
+    auto a = pool->allocate(kMiB);
+    auto b = pool->allocate(kMiB);
+    ASSERT_TRUE(a.ok() && b.ok());
+  }
+  EXPECT_EQ(reg->registrations(), 1u);
+  EXPECT_EQ(pool->free_blocks(kMiB), 0u) << "both blocks went to this thread's cache";
+  ASSERT_TRUE(pool->reserve(kMiB, 2).ok());
+  EXPECT_EQ(reg->registrations(), 1u) << "reserve registered a region although two blocks were free";
+  ASSERT_TRUE(pool->reserve(kMiB, 3).ok());
+  EXPECT_EQ(reg->registrations(), 2u) << "a third spare needs a region";
+}
+
+// thread_cache_bytes = 0: no cache, a freed block is in the shared list at once.
+TEST(BlockPool, NoThreadCacheWhenItsBytesAreZero) {
+  auto pool = make_pool();
+  { ASSERT_TRUE(pool->allocate(kMiB).ok()); }
+  EXPECT_EQ(pool->free_blocks(kMiB), 2u);
+}
+
 TEST(BlockPool, ReserveHoldsTheCapAndRefusesSizesNoClassHolds) {
   auto pool = make_pool(4 * kMiB);
   auto reg = std::make_shared<RecordingRegistrar>();

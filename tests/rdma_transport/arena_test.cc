@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <random>
+#include <sstream>
 #include <thread>
 
 #include "conduit/base/clock.h"
@@ -33,6 +34,18 @@ class RdmaArena : public ::testing::Test {
     for (const auto& a : rdma::arena_stats(loop)) n += a.pool.registrations + a.rx.registrations;
     return n;
   }
+  // The spare keeper registers ahead of demand on its own thread: counts are stable once
+  // it has nothing left to do.
+  static bool spares_idle(EventLoop& loop) {
+    for (const auto& a : rdma::arena_stats(loop))
+      if (!a.spares_idle) return false;
+    return true;
+  }
+  static uint64_t in_use(EventLoop& loop) {
+    uint64_t n = 0;
+    for (const auto& a : rdma::arena_stats(loop)) n += a.pool.bytes_in_use + a.rx.bytes_in_use + a.rx_shared.bytes_in_use;
+    return n;
+  }
   std::string addr_;
   bool has_mw_ = false;
 };
@@ -44,6 +57,7 @@ TEST_F(RdmaArena, SteadyStateSetupRegistersNothingAndLeaksNothing) {
   std::vector<std::unique_ptr<Connection>> accepted;
   auto lst = listen(loop, "rdma://" + addr_ + ":0", [&](std::unique_ptr<Connection> c) { accepted.push_back(std::move(c)); });
   ASSERT_TRUE(lst.ok()) << lst.status().to_string();
+  std::ostringstream trace;
   auto cycle = [&](int n) {
     std::vector<std::unique_ptr<Connection>> clients;
     int ok = 0;
@@ -53,16 +67,26 @@ TEST_F(RdmaArena, SteadyStateSetupRegistersNothingAndLeaksNothing) {
       clients.push_back(std::move(*c));
     }
     ASSERT_TRUE(run_until(loop, [&] { return ok == n && accepted.size() == static_cast<size_t>(n); }));
+    // The keeper tops the spares up behind the allocations at its own pace (lowest priority):
+    // steady state is the arena as it stands once it caught up with the peak.
+    ASSERT_TRUE(run_until(loop, [&] { return spares_idle(loop); }, 20000)) << "spares still being registered";
+    for (const auto& a : rdma::arena_stats(loop))
+      trace << "cycle: pool " << a.pool.bytes_in_use << " in use/" << a.pool.regions << " regions, rx "
+            << a.rx.bytes_in_use << "/" << a.rx.regions << ", registrations " << a.pool.registrations << "+"
+            << a.rx.registrations << "\n";
     clients.clear();
     accepted.clear();
-    run_until(loop, [] { return false; }, 300);  // let the closes finish
+    // Let the closes finish: every slice back in the arena, and the spares it keeps ahead
+    // of demand registered (a cycle that started earlier would need more regions).
+    ASSERT_TRUE(run_until(loop, [&] { return in_use(loop) == 0 && spares_idle(loop); }, 20000))
+        << "closed connections still hold " << in_use(loop) << " bytes of the arena";
   };
   cycle(4);  // warm-up: the arena maps and registers its first regions
   const uint64_t warm = registrations(loop);
   EXPECT_GT(warm, 0u);
   const auto before = rdma::arena_stats(loop);
   for (int round = 0; round < 3; ++round) cycle(4);
-  EXPECT_EQ(registrations(loop), warm) << "connections set up in steady state registered memory";
+  EXPECT_EQ(registrations(loop), warm) << "connections set up in steady state registered memory\n" << trace.str();
   const auto after = rdma::arena_stats(loop);
   ASSERT_EQ(before.size(), after.size());
   for (size_t i = 0; i < after.size(); ++i) {
@@ -90,17 +114,23 @@ TEST_F(RdmaArena, RegisteredMemoryShowsTheArenaAndWhatConnectionsHold) {
     clients.push_back(std::move(*c));
   }
   ASSERT_TRUE(run_until(loop, [&] { return ok == 2 && accepted.size() == 2; }));
-  const auto pub = registered_memory(loop);
+  // The arena's spare keeper registers regions ahead of demand on its own thread, so the
+  // registered total may grow between two readings (never shrink): the public view is read
+  // between two readings of the transport's own.
   const auto own = rdma::arena_stats(loop);
+  const auto pub = registered_memory(loop);
+  const auto own_after = rdma::arena_stats(loop);
   ASSERT_EQ(pub.size(), 1u) << "one loop, one device: one arena";
   ASSERT_EQ(own.size(), 1u);
+  ASSERT_EQ(own_after.size(), 1u);
   const RegisteredMemory& m = pub[0];
   EXPECT_EQ(m.transport, "rdma");
   EXPECT_EQ(m.device, own[0].device);
   EXPECT_FALSE(m.device.empty());
   EXPECT_GT(m.pool.regions, 0u);
   EXPECT_GT(m.pool.bytes_registered, 0u);
-  EXPECT_EQ(m.pool.bytes_registered, own[0].pool.bytes_registered);
+  EXPECT_GE(m.pool.bytes_registered, own[0].pool.bytes_registered);
+  EXPECT_LE(m.pool.bytes_registered, own_after[0].pool.bytes_registered);
   // Four connection ends: each holds its control slots and, once the peer advertised its
   // buffer, a staging area of the peer's rx_buffer (1 MiB by default) from the pool.
   uint64_t pinned = 0;
@@ -120,7 +150,8 @@ TEST_F(RdmaArena, RegisteredMemoryShowsTheArenaAndWhatConnectionsHold) {
     return now.size() == 1 && now[0].rx.bytes_in_use + now[0].rx_shared.bytes_in_use == 0 &&
            now[0].pool.bytes_in_use < m.pool.bytes_in_use;
   }, 5000)) << "closed connections give their slices back (the arena itself stays registered)";
-  EXPECT_EQ(registered_memory(loop)[0].pool.bytes_registered, m.pool.bytes_registered);
+  EXPECT_GE(registered_memory(loop)[0].pool.bytes_registered, m.pool.bytes_registered)
+      << "closing connections deregistered part of the arena";
 }
 
 // One raw peer, two connections A and B to the same server (same loop, same PD, one

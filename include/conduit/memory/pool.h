@@ -45,7 +45,7 @@ struct PoolOptions {
   size_t region_bytes = 2 << 20;  // mapping and registration unit (at least the class size)
   size_t cap_bytes = size_t{1} << 30;  // all regions together; beyond it allocate() would-blocks
   bool hugepages = true;               // try MAP_HUGETLB first
-  size_t thread_cache_bytes = 1 << 20;  // per thread and class (at least 2 blocks)
+  size_t thread_cache_bytes = 1 << 20;  // per thread and class (at least 2 blocks; 0: no cache)
   std::string name = "pool";            // for logs and stats
 };
 
@@ -107,8 +107,10 @@ class BlockPool : public std::enable_shared_from_this<BlockPool> {
   void cancel_wait(MemoryWaiter* w);
 
   // Maps and registers regions ahead of demand until the class that holds `size` has at
-  // least `blocks` free blocks in its shared list (thread caches not counted), so that the
-  // allocations that follow register nothing.  The slow part (mmap, registration) runs
+  // least `blocks` blocks not in use (in its shared list or a thread's cache: a block freed
+  // on the loop thread waits in that thread's cache, and counting only the shared list made
+  // the keeper register a region whenever it ran while the cache held the spares), so that
+  // the allocations that follow register nothing.  The slow part (mmap, registration) runs
   // outside the pool's lock: allocations on other threads go on meanwhile, and the cap
   // holds throughout.  Never reclaims another class's regions: kWouldBlock at the cap;
   // kInvalidArgument if no class holds `size`.  Thread-safe; slow (a registration per
@@ -137,6 +139,7 @@ class BlockPool : public std::enable_shared_from_this<BlockPool> {
   // At the cap: unmaps regions of other classes whose blocks are all free in the shared
   // lists until `bytes` fit; true if they do.  mu_ held.
   bool reclaim_for(size_t bytes, int keep_cls);
+  size_t unused_blocks_locked(int cls) const;  // mu_ held
   bool region_free(const Region& r) const;  // mu_ held
   // What a new region for class `cls` with blocks of `bytes` (a large block: cls -1) maps.
   size_t region_bytes_for(int cls, size_t bytes) const;

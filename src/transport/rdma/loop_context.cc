@@ -137,6 +137,7 @@ std::vector<ArenaStats> LoopContext::arena_stats(EventLoop& loop) {
     st.pool = a->pool->stats();
     if (a->rx_mw) st.rx = a->rx_mw->stats();
     if (a->rx_shared) st.rx_shared = a->rx_shared->stats();
+    st.spares_idle = a->spares.idle();
     out.push_back(std::move(st));
   }
   return out;

@@ -38,6 +38,7 @@ struct ArenaStats {
   memory::PoolStats pool;
   memory::PoolStats rx;
   memory::PoolStats rx_shared;
+  bool spares_idle = true;  // the spare keeper has nothing left to register (tests wait on it)
 };
 std::vector<ArenaStats> arena_stats(reactor::EventLoop& loop);
 }  // namespace rdma
