@@ -215,8 +215,23 @@ void KeyTable::maybe_shrink() {
 
 Entry* KeyTable::random_entry(uint64_t rnd) const {
   if (size_ == 0) return nullptr;
-  // Probe from a random slot; load >= 1/10 (after shrink) keeps this short.
-  for (size_t i = rnd & mask_;; i = (i + 1) & mask_)
+  // Uniform over the keys: draw slots until one is occupied (rejection sampling; the load
+  // stays >= 1/10 after the cron's shrink, so about ten draws at worst).  Probing on from
+  // the first empty draw would favour a key that follows a long gap over one that follows
+  // another key -- 1/16 against 13/16 with four keys in sixteen slots -- which eviction's
+  // sampling and RANDOMKEY must not.  Later draws come from a splitmix64 sequence seeded by
+  // rnd; after 64 empty draws (a table just emptied, not yet shrunk) the probe finishes.
+  uint64_t x = rnd;
+  for (int draw = 0; draw < 64; ++draw) {
+    const Slot& s = slots_[x & mask_];
+    if (s.e != nullptr) return s.e;
+    x += 0x9e3779b97f4a7c15ull;
+    uint64_t z = x;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    x = z ^ (z >> 31);
+  }
+  for (size_t i = x & mask_;; i = (i + 1) & mask_)
     if (slots_[i].e != nullptr) return slots_[i].e;
 }
 

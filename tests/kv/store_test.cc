@@ -72,6 +72,29 @@ TEST(KeyTable, ScanSeesEveryKeyPresentThroughoutDespiteResizes) {
   for (int i = 0; i < 1000; ++i) EXPECT_TRUE(seen.count("stable:" + std::to_string(i))) << i;
 }
 
+// Eviction's sampling and RANDOMKEY draw keys uniformly, wherever they sit in the table.
+// Probing from a random slot would pick a key that directly follows another one 1 time in
+// 16 here (the CI flake of Eviction.AllkeysLruEvictsTheLeastRecentlyUsed).  The draws are
+// a fixed sequence, so this cannot flake: every key must get 25% +- 5% of 20000 draws.
+TEST(KeyTable, RandomEntryIsUniformOverTheKeys) {
+  for (int layout = 0; layout < 50; ++layout) {
+    Database db(0);
+    std::vector<std::string> keys;
+    for (int i = 0; i < 4; ++i) keys.push_back("k" + std::to_string(layout * 4 + i));
+    for (const auto& k : keys) db.add(k);
+    std::unordered_map<const Entry*, int> seen;
+    std::mt19937_64 rng(static_cast<uint64_t>(layout) + 1);
+    constexpr int kDraws = 20000;
+    for (int i = 0; i < kDraws; ++i) ++seen[db.random_entry(rng())];
+    ASSERT_EQ(seen.size(), 4u) << "layout " << layout;
+    for (const auto& k : keys) {
+      const int n = seen[db.find(k)];
+      EXPECT_GT(n, kDraws / 5) << k << " in layout " << layout;
+      EXPECT_LT(n, kDraws * 3 / 10) << k << " in layout " << layout;
+    }
+  }
+}
+
 TEST(Database, VolatileIndexFollowsExpiries) {
   Database db(0);
   std::vector<Entry*> es;
