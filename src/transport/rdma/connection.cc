@@ -551,6 +551,9 @@ Status RdmaConnection::handle_ctrl(const CtrlMsg& m) {
         res_->tx = memory::Slice();  // too small for the new buffer: a larger one at the next write
         stats_.pinned_bytes = res_->ctrl.capacity() + res_->rx.capacity();
       }
+      // The keeper registers spares of this size now, in the background, so that the first
+      // write (here or on the next connection) finds a block without registering one.
+      if (m.length == options_.rx_buffer) arena_->spare_staging(m.length, options_.spare_areas);
       tx_known_ = true;
       tx_addr_ = m.addr;
       tx_rkey_ = m.rkey;

@@ -267,7 +267,6 @@ Status RdmaConnection::ensure_staging() {
   }
   if (!tx.ok()) return tx.status().annotate("rdma: staging area from the arena");
   res_->tx = std::move(*tx);
-  if (need == options_.rx_buffer) arena_->spare_staging(need, options_.spare_areas);
   stats_.pinned_bytes = res_->ctrl.capacity() + res_->rx.capacity() + res_->tx.capacity();
   return {};
 }
