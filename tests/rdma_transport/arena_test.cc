@@ -114,6 +114,20 @@ TEST_F(RdmaArena, RegisteredMemoryShowsTheArenaAndWhatConnectionsHold) {
     clients.push_back(std::move(*c));
   }
   ASSERT_TRUE(run_until(loop, [&] { return ok == 2 && accepted.size() == 2; }));
+  // A byte from every end: the first write takes the staging area.
+  std::vector<Connection*> ends;
+  for (auto* v : {&accepted, &clients})
+    for (auto& c : *v) ends.push_back(c.get());
+  std::vector<bool> wrote(ends.size(), false);
+  ASSERT_TRUE(run_until(loop, [&] {
+    bool all = true;
+    for (size_t i = 0; i < ends.size(); ++i) {
+      const uint8_t b = 1;
+      if (!wrote[i]) wrote[i] = ends[i]->write(std::span<const uint8_t>(&b, 1)).ok();
+      all = all && wrote[i];
+    }
+    return all;
+  }));
   // The arena's spare keeper registers regions ahead of demand on its own thread, so the
   // registered total may grow between two readings (never shrink): the public view is read
   // between two readings of the transport's own.
@@ -131,8 +145,8 @@ TEST_F(RdmaArena, RegisteredMemoryShowsTheArenaAndWhatConnectionsHold) {
   EXPECT_GT(m.pool.bytes_registered, 0u);
   EXPECT_GE(m.pool.bytes_registered, own[0].pool.bytes_registered);
   EXPECT_LE(m.pool.bytes_registered, own_after[0].pool.bytes_registered);
-  // Four connection ends: each holds its control slots and, once the peer advertised its
-  // buffer, a staging area of the peer's rx_buffer (1 MiB by default) from the pool.
+  // Four connection ends: each holds its control slots and, since its first write, a
+  // staging area of the peer's rx_buffer (1 MiB by default) from the pool.
   uint64_t pinned = 0;
   for (auto* v : {&accepted, &clients})
     for (auto& c : *v) pinned += c->stats().pinned_bytes;
@@ -152,6 +166,71 @@ TEST_F(RdmaArena, RegisteredMemoryShowsTheArenaAndWhatConnectionsHold) {
   }, 5000)) << "closed connections give their slices back (the arena itself stays registered)";
   EXPECT_GE(registered_memory(loop)[0].pool.bytes_registered, m.pool.bytes_registered)
       << "closing connections deregistered part of the arena";
+}
+
+// The staging mirror of the peer's buffer is taken at the first write, not at setup: a
+// connection that has not written pins its control slots and receive area only.  At the
+// arena's cap that first write would-blocks, the write handler stays quiet, and both
+// resume once blocks come back.
+TEST_F(RdmaArena, StagingIsTakenAtTheFirstWriteAndWaitsForBlocksAtTheCap) {
+  auto l = EventLoop::create();
+  ASSERT_TRUE(l.ok());
+  EventLoop& loop = **l;
+  std::unique_ptr<Connection> server;
+  auto lst = listen(loop, "rdma://" + addr_ + ":0?arena_mb=16", [&](std::unique_ptr<Connection> c) { server = std::move(c); });
+  ASSERT_TRUE(lst.ok()) << lst.status().to_string();
+  bool connected = false;
+  // The loop's first connection or listener to create the device's arena sets its cap: both say 16.
+  const std::string url = (*lst)->url();
+  auto c = connect(loop, url + (url.find('?') == std::string::npos ? "?" : "&") + "arena_mb=16",
+                   [&](Connection&, Status s) { connected = s.ok(); });
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  Connection& client = **c;
+  int writable_calls = 0;
+  client.set_write_handler([&](Connection& self) {
+    ++writable_calls;
+    self.set_write_handler(nullptr);
+  });
+  ASSERT_TRUE(run_until(loop, [&] { return connected && server && writable_calls == 1; }))
+      << "the client never learned the server's buffer";
+  const uint64_t rx = 1u << 20;  // rx_buffer's default
+  EXPECT_LT(client.stats().pinned_bytes, rx + (rx >> 1)) << "setup took a staging area";
+  EXPECT_LT(server->stats().pinned_bytes, rx + (rx >> 1));
+  // Fill the arena (16 MiB) with the application's own blocks.
+  memory::BlockPool* pool = client.pool();
+  ASSERT_NE(pool, nullptr);
+  std::vector<memory::Slice> held;
+  for (;;) {
+    auto s = pool->allocate(rx);
+    if (!s.ok()) {
+      ASSERT_TRUE(s.status().would_block()) << s.status().to_string();
+      break;
+    }
+    held.push_back(std::move(*s));
+    ASSERT_LT(held.size(), 64u) << "the arena's cap did not hold";
+  }
+  const uint8_t msg[3] = {7, 8, 9};
+  Result<size_t> w = client.write(msg);
+  ASSERT_FALSE(w.ok());
+  EXPECT_TRUE(w.status().would_block()) << w.status().to_string();
+  client.set_write_handler([&](Connection& self) {
+    ++writable_calls;
+    if (self.write(msg).ok()) self.set_write_handler(nullptr);
+  });
+  run_until(loop, [] { return false; }, 200);
+  EXPECT_EQ(writable_calls, 1) << "the write handler ran while the staging area could not be had";
+  EXPECT_EQ(client.state(), ConnState::kConnected) << client.error().to_string();
+  held.clear();  // blocks come back: the waiting write goes on
+  std::vector<uint8_t> got;
+  server->set_read_handler([&](Connection& self) {
+    uint8_t buf[16];
+    auto n = self.read(buf);
+    if (n.ok()) got.insert(got.end(), buf, buf + *n);
+  });
+  ASSERT_TRUE(run_until(loop, [&] { return got.size() == 3; })) << "the write never resumed";
+  EXPECT_EQ(got, std::vector<uint8_t>({7, 8, 9}));
+  EXPECT_EQ(writable_calls, 2);
+  EXPECT_GE(client.stats().pinned_bytes, 2 * rx) << "the staging area is the connection's now";
 }
 
 // One raw peer, two connections A and B to the same server (same loop, same PD, one
@@ -220,6 +299,9 @@ TEST_F(RdmaArena, OwnedWritesFromThePoolByteForByteAndReleased) {
     memory::BlockPool* pool = pair.client->pool();
     ASSERT_NE(pool, nullptr) << "rdma connections offer their arena";
     const size_t in_use_before = pool->stats().bytes_in_use;
+    // The staging areas the first writes take stay with their connections.
+    const uint64_t pinned_before = pair.client->stats().pinned_bytes + pair.server->stats().pinned_bytes;
+    auto staged = [&] { return pair.client->stats().pinned_bytes + pair.server->stats().pinned_bytes - pinned_before; };
     std::mt19937 rng(11);
     for (Connection* from : {pair.client.get(), pair.server.get()}) {
       Connection* to = from == pair.client.get() ? pair.server.get() : pair.client.get();
@@ -259,8 +341,8 @@ TEST_F(RdmaArena, OwnedWritesFromThePoolByteForByteAndReleased) {
       to->set_read_handler(nullptr);
       from->set_write_handler(nullptr);
     }
-    ASSERT_TRUE(run_until(*pair.loop, [&] { return pool->stats().bytes_in_use <= in_use_before; }, 10000))
-        << "handed-over slices not released: " << pool->stats().bytes_in_use << " vs " << in_use_before;
+    ASSERT_TRUE(run_until(*pair.loop, [&] { return pool->stats().bytes_in_use <= in_use_before + staged(); }, 10000))
+        << "handed-over slices not released: " << pool->stats().bytes_in_use << " vs " << in_use_before << " + " << staged() << " staged";
   }
 }
 

@@ -238,7 +238,7 @@ Status RdmaConnection::setup_resources() {
       r.rx_rkey = r.rx.keys(Arena::kDomain).rkey;
     }
   }
-  stats_.pinned_bytes = r.ctrl.capacity() + r.rx.capacity();  // + the staging mirror once the peer's size is known
+  stats_.pinned_bytes = r.ctrl.capacity() + r.rx.capacity();  // + the staging mirror once a write takes it
   for (uint32_t i = 0; i < ctrl_recv_slots(); ++i) CONDUIT_RETURN_IF_ERROR(post_recv_slot(i));
   for (uint32_t i = 0; i < kCtrlSendSlots; ++i) free_ctrl_slots_.push_back(kCtrlSendSlots - 1 - i);
   CONDUIT_RETURN_IF_ERROR(arm_cq());
@@ -540,19 +540,20 @@ Status RdmaConnection::handle_ctrl(const CtrlMsg& m) {
     case Opcode::kRegisterXferMemory: {
       if (tx_known_ && tx_unposted())
         return Status(Code::kProtocolError, "rdma: peer re-registered its buffer before receiving all data");
-      if (res_->tx.capacity() < m.length) {
-        res_->tx = memory::Slice();
-        auto tx = arena_->pool->allocate(m.length);
-        if (!tx.ok())
-          return tx.status().would_block()
-                     ? Status(Code::kResourceExhausted, "rdma: the arena has no room for a " +
-                                                            std::to_string(m.length) + "-byte staging area")
-                     : tx.status();
-        res_->tx = std::move(*tx);
-        // Spares of a peer's size only when it is ours too (a peer cannot choose what we pin).
-        if (m.length == options_.rx_buffer) arena_->spare_staging(m.length, options_.spare_areas);
-        stats_.pinned_bytes = res_->ctrl.capacity() + res_->rx.capacity() + res_->tx.capacity();
+      // The staging mirror is taken at the first write (ensure_staging): a connection that
+      // never copies a byte pins none, and setup registers nothing for it.  A buffer larger
+      // than the whole arena could never be mirrored: refused now, not at that write.
+      if (m.length > arena_->pool->options().cap_bytes)
+        return Status(Code::kResourceExhausted, "rdma: peer advertised a " + std::to_string(m.length) +
+                                                    "-byte buffer, more than the arena's cap of " +
+                                                    std::to_string(arena_->pool->options().cap_bytes) + " bytes");
+      if (res_->tx.capacity() < m.length && res_->tx.capacity() != 0) {
+        res_->tx = memory::Slice();  // too small for the new buffer: a larger one at the next write
+        stats_.pinned_bytes = res_->ctrl.capacity() + res_->rx.capacity();
       }
+      // The keeper registers spares of this size now, in the background, so that the first
+      // write (here or on the next connection) finds a block without registering one.
+      if (m.length == options_.rx_buffer) arena_->spare_staging(m.length, options_.spare_areas);
       tx_known_ = true;
       tx_addr_ = m.addr;
       tx_rkey_ = m.rkey;

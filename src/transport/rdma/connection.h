@@ -141,7 +141,8 @@ class RdmaConnection final : public Connection,
   // once more so the writer learns it (its write then fails, as TCP's would with EPIPE).
   // After shutdown_write() the writer is done: no handler call would do anything.
   bool writable() const {
-    return !write_shut_ && (phase_ == Phase::kPeerGone || (live() && tx_known_ && tx_.free_space() > 0));
+    return !write_shut_ &&
+           (phase_ == Phase::kPeerGone || (live() && tx_known_ && tx_.free_space() > 0 && !staging_waiter_));
   }
   bool tx_unposted() const { return tx_posted_ != tx_.head(); }
   bool ring() const { return (features_ & kFeatureRing) != 0; }
@@ -347,6 +348,16 @@ class RdmaConnection final : public Connection,
   bool peeked_rv_ = false;           // the last peek() showed the head offer's bytes
   struct RvWaiter;
   std::shared_ptr<RvWaiter> rv_waiter_;  // registered with the pool while a READ waits for a block
+  std::shared_ptr<RvWaiter> staging_waiter_;  // ... while the first copying write waits for staging
+  // Registers a waiter with the arena's pool that runs `back` on the loop once `bytes` may be
+  // had; stop_waiting detaches it (cancel: also withdraws it from the pool).
+  std::shared_ptr<RvWaiter> wait_for_memory(size_t bytes, void (RdmaConnection::*back)());
+  void stop_waiting(std::shared_ptr<RvWaiter>& w, bool cancel);
+  // The staging mirror of the peer's buffer is taken at the first write, not when the peer
+  // advertises its buffer (connection_io.cc): ok once it is there, would-block while the
+  // arena is at its cap (the write handler runs again when blocks come back).
+  Status ensure_staging();
+  void staging_memory_back();
   AdaptiveSpin spin_;                      // poll_us / busy_poll_us
   std::shared_ptr<poll::SpinGroup> spin_group_;  // the loop's, once we spun
   verbs::Completion wcs_[32];

@@ -251,8 +251,42 @@ Status RdmaConnection::produced(size_t n) {
   return {};
 }
 
+// The staging mirror of the peer's buffer, from the arena, at the first write that needs it
+// (setup takes none: the peer's RegisterXferMemory only says how large it must be).  Spares
+// of that size are kept only when it is our own buffer size too (a peer cannot choose what
+// we pin ahead).  At the arena's cap: would-block, and the write handler runs again when
+// blocks come back.
+Status RdmaConnection::ensure_staging() {
+  const size_t need = tx_.geometry().capacity();
+  if (res_->tx.capacity() >= need) return {};
+  if (staging_waiter_) return Status::WouldBlock();
+  auto tx = arena_->pool->allocate(need);
+  if (tx.status().would_block()) {
+    staging_waiter_ = wait_for_memory(need, &RdmaConnection::staging_memory_back);
+    return Status::WouldBlock();
+  }
+  if (!tx.ok()) return tx.status().annotate("rdma: staging area from the arena");
+  res_->tx = std::move(*tx);
+  stats_.pinned_bytes = res_->ctrl.capacity() + res_->rx.capacity() + res_->tx.capacity();
+  return {};
+}
+
+void RdmaConnection::staging_memory_back() {
+  stop_waiting(staging_waiter_, /*cancel=*/false);
+  if (live() && write_handler_) ctx_->mark_pending(this);
+}
+
 Result<size_t> RdmaConnection::writev(std::span<const iovec> iov) {
   CONDUIT_RETURN_IF_ERROR(io_state());
+  if (tx_known_) {
+    bool empty = true;
+    for (const iovec& v : iov) empty = empty && v.iov_len == 0;
+    if (empty) return size_t{0};
+    if (Status s = ensure_staging(); !s.ok()) {
+      if (s.would_block()) ++stats_.write_would_block;
+      return s;
+    }
+  }
   size_t total = 0;
   // Until the peer has advertised its buffer (right after ESTABLISHED) nothing can be written.
   for (const iovec& v : tx_known_ ? iov : std::span<const iovec>()) {
@@ -282,6 +316,12 @@ Result<size_t> RdmaConnection::writev(std::span<const iovec> iov) {
 Result<std::span<uint8_t>> RdmaConnection::reserve(size_t min, size_t max) {
   if (min == 0 || min > max) return Status(Code::kInvalidArgument, "reserve: need 0 < min <= max");
   CONDUIT_RETURN_IF_ERROR(io_state());
+  if (tx_known_) {
+    if (Status s = ensure_staging(); !s.ok()) {
+      if (s.would_block()) ++stats_.write_would_block;
+      return s;
+    }
+  }
   // At most what is contiguous up to the end of the peer's ring can ever be offered here.
   const uint64_t to_end = tx_known_ ? tx_.geometry().capacity() - tx_.geometry().offset(tx_.head()) : 0;
   const Extent e = tx_known_ ? tx_.writable(max).first : Extent{};
@@ -305,6 +345,14 @@ Status RdmaConnection::commit(size_t n) {
 Result<size_t> RdmaConnection::write_owned(memory::Chain& chain) {
   CONDUIT_RETURN_IF_ERROR(io_state());
   if (chain.empty()) return size_t{0};
+  // Owned slices may go out zero-copy, but a close that lingers copies the unposted ones into
+  // the staging area (stage_owned), so it must be there before they are accepted.
+  if (tx_known_) {
+    if (Status s = ensure_staging(); !s.ok()) {
+      if (s.would_block()) ++stats_.write_would_block;
+      return s;
+    }
+  }
   size_t total = 0, inband = 0;
   while (tx_known_ && !chain.empty()) {
     const memory::Slice& s = chain.front();

@@ -16,20 +16,42 @@ namespace conduit::transport::rdma {
 using namespace conduit::verbs;
 
 // Told by the pool (on whatever thread released memory) that blocks came back; hands the
-// news to the loop.  `conn` is cleared on the loop thread when the connection closes.
+// news to the loop, where `back` runs.  `conn` is cleared on the loop thread when the
+// connection closes or stops waiting.
 struct RdmaConnection::RvWaiter final : memory::MemoryWaiter {
   std::mutex mu;
   RdmaConnection* conn = nullptr;
   reactor::EventLoop* loop = nullptr;
+  void (RdmaConnection::*back)() = nullptr;
   std::weak_ptr<RvWaiter> self;
   void on_memory_available() override {
     std::lock_guard<std::mutex> lock(mu);
     if (conn == nullptr) return;
     loop->post([s = self.lock()] {
-      if (s && s->conn != nullptr) s->conn->rv_memory_back();
+      if (s && s->conn != nullptr) (s->conn->*(s->back))();
     });
   }
 };
+
+std::shared_ptr<RdmaConnection::RvWaiter> RdmaConnection::wait_for_memory(size_t bytes, void (RdmaConnection::*back)()) {
+  auto w = std::make_shared<RvWaiter>();
+  w->conn = this;
+  w->loop = &ctx_->loop();
+  w->back = back;
+  w->self = w;
+  arena_->pool->wait(w.get(), bytes);
+  return w;
+}
+
+void RdmaConnection::stop_waiting(std::shared_ptr<RvWaiter>& w, bool cancel) {
+  if (!w) return;
+  {
+    std::lock_guard<std::mutex> lock(w->mu);
+    w->conn = nullptr;
+  }
+  if (cancel) arena_->pool->cancel_wait(w.get());
+  w.reset();
+}
 
 uint64_t RdmaConnection::offered_features() const {
   const bool can = options_.rendezvous_min != 0 && arena_ != nullptr && arena_->has_mw && arena_->pool_registrar &&
@@ -205,11 +227,7 @@ Status RdmaConnection::rv_service() {
       auto got = arena_->pool->allocate(len);
       if (got.status().would_block()) {
         // The offer (and the stream behind it) waits, in order, until blocks come back.
-        rv_waiter_ = std::make_shared<RvWaiter>();
-        rv_waiter_->conn = this;
-        rv_waiter_->loop = &ctx_->loop();
-        rv_waiter_->self = rv_waiter_;
-        arena_->pool->wait(rv_waiter_.get(), len);
+        rv_waiter_ = wait_for_memory(len, &RdmaConnection::rv_memory_back);
         break;
       }
       if (!got.ok()) return got.status().annotate("rdma: rendezvous destination block");
@@ -231,11 +249,7 @@ bool RdmaConnection::rv_due() const {
 }
 
 void RdmaConnection::rv_memory_back() {
-  if (rv_waiter_) {
-    std::lock_guard<std::mutex> lock(rv_waiter_->mu);
-    rv_waiter_->conn = nullptr;
-  }
-  rv_waiter_.reset();
+  stop_waiting(rv_waiter_, /*cancel=*/false);
   if (!live()) return;
   if (Status s = rv_service(); !s.ok()) return fail(s);
   ctx_->mark_pending(this);
@@ -276,14 +290,8 @@ Status RdmaConnection::rv_wait() {
 // READ destinations -- goes into the resources' release list, which is destroyed after the
 // QP (QpResources), so nothing is reused while a work request could reach it.
 void RdmaConnection::rv_park() {
-  if (rv_waiter_) {
-    {
-      std::lock_guard<std::mutex> lock(rv_waiter_->mu);
-      rv_waiter_->conn = nullptr;
-    }
-    arena_->pool->cancel_wait(rv_waiter_.get());
-    rv_waiter_.reset();
-  }
+  stop_waiting(rv_waiter_, /*cancel=*/true);
+  stop_waiting(staging_waiter_, /*cancel=*/true);
   if (!res_) return;
   if (rv_slots_)
     for (OfferHeld& h : rv_slots_->drain()) res_->sent_from.emplace_back(UINT64_MAX, std::move(h.slice));

@@ -115,7 +115,9 @@ constexpr Row kRows[] = {
     Row::number_row("arena_mb", "1024", 8, 65536, &O::arena_mb,
                     "cap of the registered pool each event loop keeps per device (owned buffers, control slots, "
                     "staging, READ destinations); the loop's first rdma connection or listener on the device sets "
-                    "it. At the cap, owned allocations would-block and a READ waits for blocks to come back"),
+                    "it. At the cap, owned allocations would-block, a READ waits for blocks to come back, and so "
+                    "does a connection's first write (it takes the connection's staging area: writes would-block "
+                    "and the write handler runs again once blocks are back)"),
     Row::number_row("spare_areas", "2", 0, memory::SpareKeeper::kMaxBlocks, &O::spare_areas,
                     "receive areas and send-staging blocks of this connection's sizes that the loop's arena keeps "
                     "registered ahead of demand, topped up by a background thread, so that a new connection "
