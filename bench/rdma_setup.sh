@@ -33,6 +33,8 @@
 #   --old BIN        pre-arena conduit-fanin: run part 2 [part 2 off]
 #   --fanin-reps N   repetitions of part 2 [3]
 #   --fanin-conns N  connections per part-2 run [300]
+#   --options OPTS   rdma:// options for conduit's part-1 cell, on the listener and the
+#                    clients alike (e.g. rx_buffer=262144) [none: the defaults]
 #   --results DIR    raw output under DIR/rdma_setup-<date>/ (inside the repository) [bench/results]
 #   -h, --help       this text
 # Binaries: $CONDUIT_FANIN (build/tools/fanin/conduit-fanin), $CONDUIT_CM_BASELINE
@@ -51,6 +53,7 @@ source "$REPO/bench/lib.sh"
 reps=5
 conns=30
 old=
+opts=
 fanin_reps=3
 fanin_conns=300
 results_root=${CONDUIT_BENCH_RESULTS:-$REPO/bench/results}
@@ -60,6 +63,7 @@ while [[ $# -gt 0 ]]; do
 	--reps) reps=${2:?--reps needs a value}; shift 2 ;;
 	--conns) conns=${2:?--conns needs a value}; shift 2 ;;
 	--old) old=${2:?--old needs a value}; shift 2 ;;
+	--options) opts=${2:?--options needs a value}; shift 2 ;;
 	--fanin-reps) fanin_reps=${2:?--fanin-reps needs a value}; shift 2 ;;
 	--fanin-conns) fanin_conns=${2:?--fanin-conns needs a value}; shift 2 ;;
 	--results) results_root=${2:?--results needs a value}; shift 2 ;;
@@ -87,7 +91,7 @@ mkdir -p "$out"
 {
 	echo "date: $(date -Is)"
 	echo "kernel: $(uname -r)  cpus: $(nproc)  guest load: $(cat /proc/loadavg)"
-	echo "part 1: $reps reps x $conns sequential connections; part 2: ${old:-off} ($fanin_reps reps x $fanin_conns)"
+	echo "part 1: $reps reps x $conns sequential connections${opts:+ (conduit options: $opts)}; part 2: ${old:-off} ($fanin_reps reps x $fanin_conns)"
 	echo "host load at the start (1/5/15 min): ${CONDUIT_BENCH_HOST_LOAD:-unknown (not started from the host)}"
 } | tee "$out/setup.txt"
 
@@ -104,7 +108,7 @@ run_cell() { # cell rep -> appends the figure to $out/<cell>.txt
 	local cell=$1 rep=$2 f fig crc=0
 	f=$out/$cell-$rep.json
 	case $cell in
-	conduit) timeout 300 "$fanin" --url "rdma://$addr:0" --sequential -c "$conns" --timeout 120 --json >"$f" 2>>"$out/stderr.log" || crc=$? ;;
+	conduit) timeout 300 "$fanin" --url "rdma://$addr:0${opts:+?$opts}" ${opts:+--client-options "$opts"} --sequential -c "$conns" --timeout 120 --json >"$f" 2>>"$out/stderr.log" || crc=$? ;;
 	bare) timeout 300 "$bare" --addr "$addr" -n "$conns" --timeout 120 --json >"$f" 2>>"$out/stderr.log" || crc=$? ;;
 	fanin-new | fanin-old)
 		local bin=$fanin
