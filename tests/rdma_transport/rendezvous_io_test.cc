@@ -16,6 +16,7 @@
 #include "conduit/memory/pool.h"
 #include "conduit/transport/connection.h"
 #include "conduit/transport/registered_memory.h"
+#include "rdma/rdma.h"
 #include "rdma_env.h"
 #include "rdma_test_util.h"
 
@@ -359,15 +360,26 @@ TEST_F(RdmaRendezvous, AReaderAtItsPoolCapWaitsForBlocksThenResumes) {
   memory::BlockPool* pool = r.pool();
   ASSERT_NE(pool, nullptr);
   ASSERT_EQ(pool->options().cap_bytes, size_t{16} << 20);
-  // Fill the reader's pool to its cap.
+  // Fill the reader's pool to its cap.  The arena's spare keeper registers regions on its
+  // own thread (the staging spares asked for when RegisterXferMemory arrived): a region it
+  // is still registering holds part of the cap and turns into free blocks when done, so the
+  // pool is full only once the keeper is idle and an allocation still would-blocks (CI saw
+  // the allocation after the first would-block succeed).
+  auto keeper_idle = [&] {
+    for (const auto& a : rdma::arena_stats(*t.rl))
+      if (!a.spares_idle) return false;
+    return true;
+  };
   std::vector<memory::Slice> held;
   for (int i = 0; i < 64; ++i) {
+    ASSERT_TRUE(t.until(keeper_idle, 20000)) << "the spare keeper never finished";
     auto s = pool->allocate(1 << 20);
     if (s.status().would_block()) break;
     ASSERT_TRUE(s.ok()) << s.status().to_string();
     held.push_back(std::move(*s));
   }
   ASSERT_FALSE(held.empty());
+  ASSERT_TRUE(t.until(keeper_idle, 20000)) << "the spare keeper never finished";
   ASSERT_TRUE(pool->allocate(1 << 20).status().would_block()) << "the pool did not reach its cap";
   const uint64_t refused = pool->stats().would_block;
   Plan plan = make_plan(*t.client->pool(), {2 << 20, 300 << 10}, 256 << 10, 11);
