@@ -34,13 +34,6 @@ class RdmaArena : public ::testing::Test {
     for (const auto& a : rdma::arena_stats(loop)) n += a.pool.registrations + a.rx.registrations;
     return n;
   }
-  // The spare keeper registers ahead of demand on its own thread: counts are stable once
-  // it has nothing left to do.
-  static bool spares_idle(EventLoop& loop) {
-    for (const auto& a : rdma::arena_stats(loop))
-      if (!a.spares_idle) return false;
-    return true;
-  }
   static uint64_t in_use(EventLoop& loop) {
     uint64_t n = 0;
     for (const auto& a : rdma::arena_stats(loop)) n += a.pool.bytes_in_use + a.rx.bytes_in_use + a.rx_shared.bytes_in_use;

@@ -13,11 +13,20 @@
 
 #include "conduit/base/clock.h"
 #include "conduit/transport/connection.h"
+#include "rdma/rdma.h"
 #include "rdma_env.h"
 
 namespace conduit::transport::testing {
 
 inline constexpr uint64_t kMs = 1'000'000;
+
+// The arenas' spare keepers register ahead of demand on their own threads: registered
+// totals are stable, and a pool at its cap stays there, once they have nothing left to do.
+inline bool spares_idle(reactor::EventLoop& loop) {
+  for (const auto& a : rdma::arena_stats(loop))
+    if (!a.spares_idle) return false;
+  return true;
+}
 
 // Base fixture: skips the test without a device or without CONDUIT_RDMA_ADDR (fails with
 // CONDUIT_REQUIRE_RDMA=1); addr_ is the address to listen on.

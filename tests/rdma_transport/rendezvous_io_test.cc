@@ -16,7 +16,6 @@
 #include "conduit/memory/pool.h"
 #include "conduit/transport/connection.h"
 #include "conduit/transport/registered_memory.h"
-#include "rdma/rdma.h"
 #include "rdma_env.h"
 #include "rdma_test_util.h"
 
@@ -365,11 +364,7 @@ TEST_F(RdmaRendezvous, AReaderAtItsPoolCapWaitsForBlocksThenResumes) {
   // is still registering holds part of the cap and turns into free blocks when done, so the
   // pool is full only once the keeper is idle and an allocation still would-blocks (CI saw
   // the allocation after the first would-block succeed).
-  auto keeper_idle = [&] {
-    for (const auto& a : rdma::arena_stats(*t.rl))
-      if (!a.spares_idle) return false;
-    return true;
-  };
+  auto keeper_idle = [&] { return spares_idle(*t.rl); };
   std::vector<memory::Slice> held;
   for (int i = 0; i < 64; ++i) {
     ASSERT_TRUE(t.until(keeper_idle, 20000)) << "the spare keeper never finished";
