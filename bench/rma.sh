@@ -5,9 +5,10 @@
 # alternating (conduit first on odd reps, perftest first on even ones).  Cells:
 #   latency   read 64 B, write 64 B, atomic (fetch-and-add) 8 B: t_typical, conduit (event-
 #             driven: completion channel in epoll) against perftest -e where perftest supports
-#             events for that test, else plain perftest (polling; marked) -- target <= 1.1x
+#             events for that test, else plain perftest (polling; marked) -- target <= 1.1x;
+#             the *_poll cells: conduit with --busy-poll-us against plain perftest (both poll)
 #   bandwidth read and write at 64 KiB, 128 in flight: BW average MB/s (2^20) -- target
-#             >= 0.95x
+#             >= 0.95x; event-driven and (*_poll) polling conduit against perftest
 # Prints each cell's medians, min..max and the ratio; raw output in
 # bench/results/rma-<date>/.  REPS default 3 [CONDUIT_BENCH_REPS].  Run on the host: it
 # re-runs itself in the testbed.  Every run is bounded by timeout(1).
@@ -32,11 +33,12 @@ mkdir -p "$out/raw"
 } | tee "$out/setup.txt"
 port=21000
 
-conduit_run() { # op mode size file
+poll_us=${CONDUIT_RMA_POLL_US:-1000} # the *_poll cells' --busy-poll-us
+conduit_run() { # op mode size file busy_poll_us
 	local n=2000
 	[[ $2 == bw ]] && n=$((64 * 1048576 / $3))
 	timeout -k 5 120 "$perf" --url "rdma://$addr:$((port += 1))" --op "$1" --mode "$2" --size "$3" --iters "$n" \
-		--depth 128 >"$4" 2>"$4.err" || true
+		--depth 128 --busy-poll-us "$5" >"$4" 2>"$4.err" || true
 	awk -v col="$([[ $2 == bw ]] && echo 3 || echo 5)" '/^ *#bytes/ { if (getline > 0) { print $col; exit } }' "$4"
 }
 perftest_run() { # test size events file
@@ -55,10 +57,10 @@ perftest_run() { # test size events file
 stats() { tr ' ' '\n' | grep -E '^[0-9.]+$' | sort -g | awk '{v[NR]=$1} END { if (NR==0) {print "nan nan nan"; exit}; printf "%s %s %s\n", v[int((NR+1)/2)], v[1], v[NR] }'; }
 
 printf '%-18s %-22s %-22s %-8s %-7s %s\n' cell conduit "perftest" ratio target result | tee "$out/summary.txt"
-cell() { # name op mode size ptest
-	local name=$1 op=$2 mode=$3 size=$4 ptest=$5 c=() p=() rep ev=1 label
+cell() { # name op mode size ptest [busy_poll_us]
+	local name=$1 op=$2 mode=$3 size=$4 ptest=$5 bp=${6:-0} c=() p=() rep ev=1 label
 	# Does perftest support events for this test?  (ib_write_lat does not.)
-	if [[ $mode == lat ]]; then
+	if [[ $mode == lat && $bp == 0 ]]; then
 		ev=1
 		perftest_run "$ptest" "$size" 1 "$out/raw/$name-probe" >/dev/null
 		grep -q '^ *#bytes' "$out/raw/$name-probe" || ev=0
@@ -67,11 +69,11 @@ cell() { # name op mode size ptest
 	fi
 	for ((rep = 1; rep <= reps; rep++)); do
 		if ((rep % 2)); then
-			c+=("$(conduit_run "$op" "$mode" "$size" "$out/raw/$name-conduit-$rep")")
+			c+=("$(conduit_run "$op" "$mode" "$size" "$out/raw/$name-conduit-$rep" "$bp")")
 			p+=("$(perftest_run "$ptest" "$size" "$ev" "$out/raw/$name-perftest-$rep")")
 		else
 			p+=("$(perftest_run "$ptest" "$size" "$ev" "$out/raw/$name-perftest-$rep")")
-			c+=("$(conduit_run "$op" "$mode" "$size" "$out/raw/$name-conduit-$rep")")
+			c+=("$(conduit_run "$op" "$mode" "$size" "$out/raw/$name-conduit-$rep" "$bp")")
 		fi
 	done
 	read -r cm cmin cmax <<<"$(echo "${c[*]}" | stats)"
@@ -90,5 +92,12 @@ cell write_lat_64 write lat 64 write_lat
 cell atomic_lat_8 atomic lat 8 atomic_lat
 cell read_bw_64K read bw 65536 read_bw
 cell write_bw_64K write bw 65536 write_bw
-echo "units: latency t_typical usec, bandwidth MB/s (2^20); conduit latency is event-driven" | tee -a "$out/summary.txt"
+cell read_lat_64_poll read lat 64 read_lat "$poll_us"
+cell write_lat_64_poll write lat 64 write_lat "$poll_us"
+cell atomic_lat_8_poll atomic lat 8 atomic_lat "$poll_us"
+cell read_bw_64K_poll read bw 65536 read_bw "$poll_us"
+cell write_bw_64K_poll write bw 65536 write_bw "$poll_us"
+echo "units: latency t_typical usec, bandwidth MB/s (2^20); conduit is event-driven, *_poll cells" \
+	"--busy-poll-us $poll_us; ib_write_lat is a ping-pong (half a round trip), conduit's write" \
+	"latency a whole one (post to completion)" | tee -a "$out/summary.txt"
 echo "results: $out"

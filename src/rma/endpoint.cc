@@ -35,6 +35,12 @@ constexpr OptionRow kOptions[] = {
     {"connect_timeout_ms", "5000", "100–600000", "client: connection setup bound (rdma: address, route, accept)",
      100, 600000, false, [](EndpointOptions& o, uint64_t v) { o.connect_timeout_ms = static_cast<uint32_t>(v); },
      [](const EndpointOptions& o) -> uint64_t { return o.connect_timeout_ms; }},
+    {"busy_poll_us", "0", "0–1000000",
+     "rdma: after each post or completion, poll the completion queue this long before sleeping on its channel "
+     "(trades a core for the wakeup: compare with plain perftest); 0 = event-driven. tcp/shm: ignored (the event "
+     "loop's own polling, `LoopOptions`, applies)",
+     0, 1000000, false, [](EndpointOptions& o, uint64_t v) { o.busy_poll_us = v; },
+     [](const EndpointOptions& o) -> uint64_t { return o.busy_poll_us; }},
 };
 
 struct Parsed {

@@ -17,11 +17,19 @@
 //
 // Signalling: the last WR of every batch and at least every signal_every-th are signalled;
 // a signalled completion completes every op up to it (RC completes in order).
+//
+// Completions: event-driven by default (the completion channel in the loop's epoll; drain
+// re-arms).  With busy_poll_us, a before-sleep hook polls the CQ instead: after each post
+// or completion the CQ stays unarmed and the hook polls it, in slices of at most kSliceNs
+// (so the loop's other fds and timers still run), until busy_poll_us passed without work;
+// then it arms the CQ, polls once more (a completion that landed before the arm raised no
+// event) and lets the loop sleep on the channel.
 #include <sys/socket.h>
 
 #include <cstring>
 #include <vector>
 
+#include "conduit/base/clock.h"
 #include "conduit/base/log.h"
 #include "conduit/memory/registration_cache.h"
 #include "conduit/verbs/verbs.h"
@@ -36,6 +44,7 @@ using namespace conduit::verbs;
 constexpr uint32_t kMagic = 0x43524D41;  // "CRMA": connect private data, version 1
 constexpr uint64_t kRecvTag = 1ull << 63;
 constexpr uint64_t kControlTag = 1ull << 62;
+constexpr uint64_t kSliceNs = 50'000;  // a polling hook returns to the loop at least this often
 
 // ibv_reg_mr for local operands, as a memory::Registrar (the cache calls it under its lock).
 class LocalRegistrar final : public memory::Registrar {
@@ -181,11 +190,13 @@ class VerbsEngine final : public Engine {
       return s;
     }
     posted_ += count;
+    if (options_.busy_poll_us != 0) last_work_ = monotonic_ns();  // the hook polls for its completion
     return {};
   }
 
   void shutdown_native() override {
     if (timer_ != 0) loop_.cancel(timer_), timer_ = 0;
+    if (hook_ != 0) loop_.remove_before_sleep(hook_), hook_ = 0;
     if (cq_channel_ && loop_.watching(cq_channel_->fd())) (void)loop_.remove(cq_channel_->fd());
     if (channel_ && loop_.watching(channel_->fd())) (void)loop_.remove(channel_->fd());
     if (id_ && established_) (void)id_->disconnect();
@@ -228,6 +239,8 @@ class VerbsEngine final : public Engine {
     pins_.assign(depth, {});
     for (uint32_t i = 0; i < depth; ++i) CONDUIT_RETURN_IF_ERROR(post_recv());
     CONDUIT_RETURN_IF_ERROR(cq_->arm());
+    armed_ = true;
+    if (options_.busy_poll_us != 0) hook_ = loop_.add_before_sleep([this] { return poll_hook(); });
     cq_fd_.fn = [this] { on_cq(); };
     return loop_.add(cq_channel_->fd(), reactor::kReadable, &cq_fd_);
   }
@@ -284,8 +297,58 @@ class VerbsEngine final : public Engine {
   }
 
   void on_cq() {
-    Result<int> n = cq_->drain([this](const Completion& c) { handle(c); });
-    if (!n.ok()) fail(n.status());
+    ++stats_.cq_wakeups;
+    if (options_.busy_poll_us == 0) {
+      Result<int> n = cq_->drain([this](const Completion& c) { handle(c); });
+      if (!n.ok()) fail(n.status());
+      return;
+    }
+    // Polling: woken after the window closed.  Stay unarmed; the hook polls from now on.
+    Result<int> ev = cq_->consume_events();
+    if (!ev.ok()) return fail(ev.status());
+    armed_ = false;
+    last_work_ = monotonic_ns();
+    (void)poll_once();
+  }
+
+  // Polls the CQ once (up to 32 completions) and handles them: how many, or -1 when the
+  // poll failed (the endpoint failed).  A handler may close the endpoint.
+  int poll_once() {
+    Completion wcs[32];
+    Result<int> n = cq_->poll(wcs);
+    if (!n.ok()) {
+      fail(n.status());
+      return -1;
+    }
+    for (int i = 0; i < *n; ++i) handle(wcs[i]);
+    return *n;
+  }
+
+  // The before-sleep hook of busy_poll_us (see the file comment).  True: the loop must not
+  // block (a completion was handled, or the window is still open).
+  bool poll_hook() {
+    if (state_ != EndpointState::kConnected || !cq_) return false;
+    const uint64_t window = options_.busy_poll_us * 1000;
+    const uint64_t start = monotonic_ns();
+    for (;;) {
+      const int n = poll_once();
+      if (n != 0) {  // handlers ran (this endpoint may be gone): back to the loop at once
+        if (n > 0) stats_.polled += static_cast<uint64_t>(n), last_work_ = monotonic_ns();
+        return true;
+      }
+      const uint64_t now = monotonic_ns();
+      if (now - last_work_ >= window) break;
+      if (now - start >= kSliceNs) return true;  // the loop's fds and timers get a turn
+    }
+    if (armed_) return false;
+    if (Status s = cq_->arm(); !s.ok()) {
+      fail(s);
+      return true;
+    }
+    armed_ = true;
+    const int n = poll_once();  // what landed before the arm raised no event
+    if (n > 0) stats_.polled += static_cast<uint64_t>(n), last_work_ = monotonic_ns();
+    return n != 0;
   }
 
   void handle(const Completion& c) {
@@ -366,6 +429,9 @@ class VerbsEngine final : public Engine {
   std::unique_ptr<CmId> id_;
   FdCall cm_fd_, cq_fd_;
   reactor::TimerId timer_ = 0;
+  reactor::EventLoop::HookId hook_ = 0;  // busy_poll_us: poll_hook
+  bool armed_ = false;                   // the CQ will raise an event for its next completion
+  uint64_t last_work_ = 0;               // busy_poll_us: last post or completion (monotonic ns)
   bool has_mw_ = false;
   bool established_ = false;
   std::vector<SendWr> wrs_;

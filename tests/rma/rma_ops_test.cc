@@ -41,7 +41,10 @@ const Row kRows[] = {
     {"rdma", [] { return rdma_addr().empty() ? std::string() : "rdma://" + rdma_addr() + ":0"; }},
     // auto:// on an address with an RDMA device: must pick rdma (checked in EveryOpByteForByte).
     {"auto_rdma", [] { return rdma_addr().empty() ? std::string() : "auto://" + rdma_addr() + ":0"; }},
+    // rdma with busy polling on both sides (every test of the suite, completions by polling).
+    {"rdma_poll", [] { return rdma_addr().empty() ? std::string() : "rdma://" + rdma_addr() + ":0"; }},
 };
+const char kPollQuery[] = "?busy_poll_us=2000";
 
 bool run_until(EventLoop& loop, const std::function<bool()>& pred, int ms = 20000) {
   return test::run_until(loop, pred, ms);
@@ -59,6 +62,7 @@ class RmaOps : public ::testing::TestWithParam<Row> {
     ASSERT_TRUE(loop.ok());
     loop_ = std::move(*loop);
     loop_->adopt_current_thread();
+    if (GetParam().name == "rdma_poll") query_ = kPollQuery;
     connect_pair(query_);
   }
   void TearDown() override {
@@ -316,7 +320,7 @@ TEST_P(RmaOps, ADescriptorWorksOnlyOnItsOwnEndpoint) {
 
 TEST_P(RmaOps, TheInFlightBoundWouldBlocksAndTheReadyHandlerRuns) {
   TearDown();
-  query_ = "?depth=4";
+  query_ += query_.empty() ? "?depth=4" : "&depth=4";
   connect_pair(query_);
   ASSERT_EQ(client_->options().depth, 4u);
   std::vector<uint8_t> mem(4096, 0);
@@ -409,9 +413,65 @@ TEST_P(RmaOps, FetchAndAddFromTwoProcessesAddsUpExactly) {
   EXPECT_EQ(std::atomic_ref<uint64_t>(counter_storage[0]).load(), uint64_t{kChildren} * kAdds);
 }
 
+// busy_poll_us: back-to-back ops complete by polling (no completion-channel wakeup each),
+// where the event-driven endpoint wakes once per op; once the window passes without work
+// the endpoint sleeps (the loop stops spending CPU).
+TEST_P(RmaOps, BusyPollingFindsCompletionsWithoutWakeupsAndSleepsAfterItsWindow) {
+  if (GetParam().name != "rdma") GTEST_SKIP() << "busy_poll_us is rdma's; the test makes its own endpoints (rdma row)";
+  constexpr int kOps = 100;
+  std::vector<uint8_t> mem = pattern(4096, 3), buf(64);
+  auto reads = [&](Endpoint& ep, const Descriptor& d) {
+    int done = 0, failed = 0;
+    std::function<void(const OpResult&)> next = [&](const OpResult& r) {
+      if (!r.status.ok()) ++failed;
+      if (++done < kOps && !ep.submit(Op::read(buf, d, 64, next)).ok()) ++failed;
+    };
+    ASSERT_TRUE(ep.submit(Op::read(buf, d, 64, next)).ok());
+    ASSERT_TRUE(run_until(*loop_, [&] { return done == kOps || failed != 0; }));
+    EXPECT_EQ(failed, 0);
+    EXPECT_TRUE(std::equal(buf.begin(), buf.end(), mem.begin() + 64));
+  };
+  auto pair = [&](const std::string& query) {
+    const size_t before = accepted_.size();
+    std::unique_ptr<Endpoint> c = connect_one(query);
+    EXPECT_TRUE(c != nullptr);
+    EXPECT_TRUE(run_until(*loop_, [&] { return accepted_.size() > before; }));
+    return c;
+  };
+
+  std::unique_ptr<Endpoint> events = pair("?busy_poll_us=0");
+  ASSERT_TRUE(events);
+  auto d = accepted_.back()->expose(mem.data(), mem.size(), Rights::kRead);
+  ASSERT_TRUE(d.ok()) << d.status().to_string();
+  reads(*events, *d);
+  EXPECT_GE(events->stats().cq_wakeups, uint64_t{kOps} * 9 / 10);
+  EXPECT_EQ(events->stats().polled, 0u);
+
+  std::unique_ptr<Endpoint> polling = pair("?busy_poll_us=20000");
+  ASSERT_TRUE(polling);
+  ASSERT_EQ(polling->options().busy_poll_us, 20000u);
+  d = accepted_.back()->expose(mem.data(), mem.size(), Rights::kRead);
+  ASSERT_TRUE(d.ok()) << d.status().to_string();
+  reads(*polling, *d);
+  EXPECT_LE(polling->stats().cq_wakeups, 3u);
+  EXPECT_GE(polling->stats().polled, uint64_t{kOps} - 3);
+
+  // Idle: inside the 20 ms window the loop does not block (the hook keeps polling)...
+  auto t0 = std::chrono::steady_clock::now();
+  (void)loop_->run_once(200);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(150)) << "slept inside the window";
+  // ... and after it the endpoint sleeps: 300 ms of loop time cost far less CPU.
+  const uint64_t cpu0 = test::thread_cpu_ns();
+  const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
+  while (std::chrono::steady_clock::now() < end) (void)loop_->run_once(50);
+  const uint64_t cpu_ms = (test::thread_cpu_ns() - cpu0) / 1000000;
+  EXPECT_LT(cpu_ms, 150u) << "the polling endpoint kept spinning after its window";
+  // And it wakes up again for the next op.
+  reads(*polling, *d);
+}
 
 INSTANTIATE_TEST_SUITE_P(host, RmaOps, ::testing::Values(kRows[0], kRows[1], kRows[2]), test::row_name);
-INSTANTIATE_TEST_SUITE_P(rdma, RmaOps, ::testing::Values(kRows[3], kRows[4]), test::row_name);
+INSTANTIATE_TEST_SUITE_P(rdma, RmaOps, ::testing::Values(kRows[3], kRows[4], kRows[5]), test::row_name);
 
 }  // namespace
 }  // namespace conduit::rma

@@ -6,8 +6,8 @@
 // The process forks at once (before any verbs call: a forked child may not use its parent's
 // device contexts): the parent listens on --url and exposes a buffer to each peer, handing
 // the descriptor over a pipe; the child connects and measures.  lat: one op at a time,
-// event-driven completions (compare with perftest -e), prints t_min / t_typical (median) /
-// t_avg / t_max in microseconds.  bw: --depth ops in flight, prints MiB/s (2^20 bytes per
+// event-driven completions (compare with perftest -e; with --busy-poll-us polled, compare
+// with plain perftest), prints t_min / t_typical (median) / t_avg / t_max in microseconds.  bw: --depth ops in flight, prints MiB/s (2^20 bytes per
 // MB, perftest's unit).  --op tagged (bw only): tagged send/recv (rma::TaggedEndpoint): the
 // parent posts receives of --size into a ring of registered buffers and re-posts each as it
 // completes, the child isends --iters messages; bandwidth is the sender's, first isend to
@@ -38,7 +38,13 @@ struct Args {
   size_t size = 64;
   int iters = 2000;
   int depth = 64;
+  uint64_t busy_poll_us = 0;
   bool json = false;
+  // The endpoint options both sides add to their URL.
+  std::string query(const std::string& base) const {
+    return base + (base.find('?') == std::string::npos ? "?" : "&") + "depth=" + std::to_string(depth) +
+           "&busy_poll_us=" + std::to_string(busy_poll_us);
+  }
 };
 
 // The receiving side of --op tagged: its hello to the child, the child's back, then a ring of
@@ -101,7 +107,7 @@ int serve(const Args& a, int desc_fd, int ready_fd, int hello_fd, pid_t child, i
   std::unique_ptr<rma::Endpoint> peer;
   TaggedReceiver receiver;
   bool gone = false;
-  std::string url = a.url + (a.url.find('?') == std::string::npos ? "?" : "&") + "depth=" + std::to_string(a.depth);
+  const std::string url = a.query(a.url);
   auto l = rma::Listener::listen(**loop, url, [&](std::unique_ptr<rma::Endpoint> ep) {
     if (a.op == "tagged") {  // the child's exit ends the run (waitpid below)
       if (!receiver.start(a, std::move(ep), desc_fd, hello_fd)) gone = true;
@@ -196,9 +202,7 @@ int measure(const Args& a, const std::string& url, int desc_fd, int hello_fd) {
   if (!loop.ok()) return 4;
   bool up = false;
   Status st;
-  auto ep = rma::Endpoint::connect(**loop, url + (url.find('?') == std::string::npos ? "?" : "&") + "depth=" +
-                                               std::to_string(a.depth),
-                                   [&](rma::Endpoint&, Status s) {
+  auto ep = rma::Endpoint::connect(**loop, a.query(url), [&](rma::Endpoint&, Status s) {
                                      up = true;
                                      st = s;
                                    });
@@ -275,6 +279,10 @@ int main(int argc, char** argv) {
   app.add_option("--size", a.size, "bytes per op (atomic: 8)")->check(CLI::Range(size_t{1}, size_t{1} << 30));
   app.add_option("--iters", a.iters, "operations")->check(CLI::Range(1, 100000000));
   app.add_option("--depth", a.depth, "ops in flight for bw")->check(CLI::Range(1, 4096));
+  app.add_option("--busy-poll-us", a.busy_poll_us,
+                 "rdma: poll completions this long before sleeping (0: event-driven, compare with perftest -e; "
+                 "else compare with plain perftest)")
+      ->check(CLI::Range(uint64_t{0}, uint64_t{1000000}));
   app.add_flag("--json", a.json, "one JSON line");
   CLI11_PARSE(app, argc, argv);
   if (a.mode == "lat") a.depth = std::max(a.depth, 1);

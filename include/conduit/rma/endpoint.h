@@ -85,6 +85,7 @@ struct EndpointOptions {
   uint32_t signal_every = 16;     // rdma: at least one signalled WR per this many
   uint64_t max_op = 16u << 20;    // bytes one read/write may move
   uint32_t connect_timeout_ms = 5000;
+  uint64_t busy_poll_us = 0;      // rdma: poll the CQ this long after the last post/completion; 0 = events
 };
 
 enum class EndpointState : uint8_t { kConnecting, kConnected, kClosed, kError };
@@ -99,6 +100,8 @@ struct EndpointStats {
   uint64_t served = 0;            // peer requests this side served (tcp/shm emulation)
   uint64_t refused = 0;           // peer requests this side refused (remote access errors)
   uint64_t exposed = 0;           // regions exposed now
+  uint64_t cq_wakeups = 0;        // rdma: completion-channel events that woke the endpoint
+  uint64_t polled = 0;            // rdma: completions found by busy polling (no event)
 };
 
 class Engine;  // the transport behind an endpoint (private: src/rma)
