@@ -343,7 +343,8 @@ Status EventLoop::run_once(int timeout_ms) {
   const bool hooks_pending = run_hooks();
   int wait_ms = timeout_ms;
   if (wait_ms != 0) {
-    const int timer_ms = next_timeout_ms(monotonic_ns());
+    // No live timer: no clock read (a system call where the clock source has no vDSO path).
+    const int timer_ms = timers_.empty() ? -1 : next_timeout_ms(monotonic_ns());
     if (timer_ms >= 0 && (wait_ms < 0 || timer_ms < wait_ms)) wait_ms = timer_ms;
   }
   bool has_posted;
@@ -388,6 +389,7 @@ Status EventLoop::run_once(int timeout_ms) {
   // The timers read the clock afresh, so that a zero-delay timer a handler set in this
   // iteration runs at its end, as run_after promises; with no timer there is nothing to read
   // it for.
+  if (timers_.empty()) timer_heap_.clear();  // only cancelled entries were left (lazy cancel)
   if (!timer_heap_.empty()) now_ns_ = monotonic_ns();
   dispatched = run_timers(now_ns_) || dispatched;
   last_busy_ = dispatched || hooks_pending || spin_pending;

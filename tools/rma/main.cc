@@ -223,17 +223,26 @@ int measure(const Args& a, const std::string& url, int desc_fd, int hello_fd) {
   };
   const size_t bytes = a.op == "atomic" ? 8 : a.size;
   if (a.mode == "lat") {
-    // Timed with the cycle counter, as perftest times: a clock_gettime is a system call where
-    // the clock source has no vDSO path (~5 us in the TCG guest), which would be counted.
+    // Each op is submitted from the previous one's callback (as a callback-driven program
+    // issues dependent ops) and timed from submit to its callback with the cycle counter,
+    // as perftest times: a clock_gettime is a system call where the clock source has no
+    // vDSO path (~5 us in the TCG guest), which would be counted.
     std::vector<double> us;
     us.reserve(static_cast<size_t>(a.iters));
     (void)Tsc::cycles_per_us();  // calibrate before the first op
-    for (int i = 0; i < a.iters && failed == 0; ++i) {
-      const uint64_t t0 = read_tsc();
-      if (!(*ep)->submit(make(a, buf, *d, cb)).ok()) return 5;
-      while (done <= i) (void)(*loop)->run_once(100);
+    uint64_t t0 = 0;
+    bool submit_failed = false;
+    std::function<void(const rma::OpResult&)> next = [&](const rma::OpResult& r) {
       us.push_back(Tsc::to_us(read_tsc() - t0));
-    }
+      cb(r);
+      if (done >= a.iters || failed != 0) return;
+      t0 = read_tsc();
+      if (!(*ep)->submit(make(a, buf, *d, next)).ok()) submit_failed = true;
+    };
+    t0 = read_tsc();
+    if (!(*ep)->submit(make(a, buf, *d, next)).ok()) return 5;
+    while (done < a.iters && failed == 0 && !submit_failed) (void)(*loop)->run_once(100);
+    if (submit_failed) return std::fprintf(stderr, "conduit-rma-perf: submit failed\n"), 5;
     if (failed) return std::fprintf(stderr, "conduit-rma-perf: %d ops failed\n", failed), 5;
     std::vector<double> s = us;
     std::sort(s.begin(), s.end());
