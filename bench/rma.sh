@@ -3,9 +3,10 @@
 #
 # conduit-rma-perf against perftest on the same Soft-RoCE device, one guest boot, runs
 # alternating (conduit first on odd reps, perftest first on even ones).  Cells:
-#   latency   read 64 B, write 64 B, atomic (fetch-and-add) 8 B: t_typical, conduit (event-
-#             driven: completion channel in epoll) against perftest -e where perftest supports
-#             events for that test, else plain perftest (polling; marked) -- target <= 1.1x;
+#   latency   read 64 B, write 64 B (ping-pong, as ib_write_lat), atomic (fetch-and-add) 8 B:
+#             t_typical, conduit (event-driven: completion channel in epoll) against perftest
+#             -e where perftest supports events for that test, else plain perftest (polling;
+#             marked) -- target <= 1.1x;
 #             the *_poll cells: conduit with --busy-poll-us against plain perftest (both poll)
 #   bandwidth read and write at 64 KiB, 128 in flight: BW average MB/s (2^20) -- target
 #             >= 0.95x; event-driven and (*_poll) polling conduit against perftest
@@ -60,7 +61,7 @@ printf '%-18s %-22s %-22s %-8s %-7s %s\n' cell conduit "perftest" ratio target r
 cell() { # name op mode size ptest [busy_poll_us]
 	local name=$1 op=$2 mode=$3 size=$4 ptest=$5 bp=${6:-0} c=() p=() rep ev=1 label
 	# Does perftest support events for this test?  (ib_write_lat does not.)
-	if [[ $mode == lat && $bp == 0 ]]; then
+	if [[ $mode != bw && $bp == 0 ]]; then
 		ev=1
 		perftest_run "$ptest" "$size" 1 "$out/raw/$name-probe" >/dev/null
 		grep -q '^ *#bytes' "$out/raw/$name-probe" || ev=0
@@ -88,16 +89,16 @@ cell() { # name op mode size ptest [busy_poll_us]
 		tee -a "$out/summary.txt"
 }
 cell read_lat_64 read lat 64 read_lat
-cell write_lat_64 write lat 64 write_lat
+cell write_lat_64 write pingpong 64 write_lat
 cell atomic_lat_8 atomic lat 8 atomic_lat
 cell read_bw_64K read bw 65536 read_bw
 cell write_bw_64K write bw 65536 write_bw
 cell read_lat_64_poll read lat 64 read_lat "$poll_us"
-cell write_lat_64_poll write lat 64 write_lat "$poll_us"
+cell write_lat_64_poll write pingpong 64 write_lat "$poll_us"
 cell atomic_lat_8_poll atomic lat 8 atomic_lat "$poll_us"
 cell read_bw_64K_poll read bw 65536 read_bw "$poll_us"
 cell write_bw_64K_poll write bw 65536 write_bw "$poll_us"
 echo "units: latency t_typical usec, bandwidth MB/s (2^20); conduit is event-driven, *_poll cells" \
-	"--busy-poll-us $poll_us; ib_write_lat is a ping-pong (half a round trip), conduit's write" \
-	"latency a whole one (post to completion)" | tee -a "$out/summary.txt"
+	"--busy-poll-us $poll_us; write latency is a ping-pong on both sides (conduit-rma-perf --mode" \
+	"pingpong, as ib_write_lat: half a round trip, each side polling its buffer)" | tee -a "$out/summary.txt"
 echo "results: $out"

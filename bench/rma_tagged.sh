@@ -6,6 +6,7 @@
 # ib_write_bw on the same Soft-RoCE device, one guest boot, runs alternating (conduit first
 # on odd reps, perftest first on even ones).  Cells: 64 KiB and 1 MiB messages, 64 MiB per
 # run; BW average MB/s (2^20) -- issue 14's target: >= 0.9x ib_write_bw.
+# Conduit is event-driven unless CONDUIT_RMA_POLL_US=N (both endpoints --busy-poll-us N).
 # Prints each cell's median, min..max and the ratio; raw output in
 # bench/results/rma_tagged-<date>/.  REPS default 3 [CONDUIT_BENCH_REPS].  Run on the host:
 # it re-runs itself in the testbed.  Every run is bounded by timeout(1).
@@ -27,12 +28,13 @@ mkdir -p "$out/raw"
 	echo "date: $(date -Is)  kernel: $(uname -r)  cpus: $(nproc)"
 	echo "perftest: $(dpkg-query -W -f '${Version}' perftest 2>/dev/null || echo unknown); reps $reps"
 	echo "host load at the start (1/5/15 min): ${CONDUIT_BENCH_HOST_LOAD:-unknown}"
+	echo "conduit --busy-poll-us ${CONDUIT_RMA_POLL_US:-0}"
 } | tee "$out/setup.txt"
 port=22000
 
 conduit_run() { # size file
 	timeout -k 5 180 "$perf" --url "rdma://$addr:$((port += 1))" --op tagged --mode bw --size "$1" \
-		--iters $((64 * 1048576 / $1)) --depth 128 >"$2" 2>"$2.err" || true
+		--iters $((64 * 1048576 / $1)) --depth 128 --busy-poll-us "${CONDUIT_RMA_POLL_US:-0}" >"$2" 2>"$2.err" || true
 	awk '/^ *#bytes/ { if (getline > 0) { print $3; exit } }' "$2"
 }
 perftest_run() { # size file

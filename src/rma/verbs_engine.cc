@@ -13,7 +13,8 @@
 //
 // Local operands of reads and writes go through a RegistrationCache (local access only): a
 // buffer that comes back is a lookup, and the handle pins the registration until the op's
-// completion.  Atomic results land in a registered slot per in-flight op.
+// completion.  Writes of at most kInlineMax bytes (if the QP grants it) go inline instead:
+// the data is copied into the work request at post, so they need no registration.  Atomic results land in a registered slot per in-flight op.
 //
 // Signalling: the last WR of every batch and at least every signal_every-th are signalled;
 // a signalled completion completes every op up to it (RC completes in order).
@@ -28,6 +29,7 @@
 // slice instead of returning to the loop: no loop iteration (epoll_wait, clock read) per op.
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -47,6 +49,7 @@ constexpr uint32_t kMagic = 0x43524D41;  // "CRMA": connect private data, versio
 constexpr uint64_t kRecvTag = 1ull << 63;
 constexpr uint64_t kControlTag = 1ull << 62;
 constexpr uint64_t kSliceNs = 50'000;  // a polling hook returns to the loop at least this often
+constexpr uint32_t kInlineMax = 64;    // writes up to this size go inline (as perftest's do)
 
 // ibv_reg_mr for local operands, as a memory::Registrar (the cache calls it under its lock).
 class LocalRegistrar final : public memory::Registrar {
@@ -158,8 +161,14 @@ class VerbsEngine final : public Engine {
       const uint64_t seq = posted_ + i;
       const size_t slot = seq % options_.depth;
       ibv_sge& sge = sges_[i];
+      const bool write = op.kind == OpKind::kWrite || op.kind == OpKind::kWriteImm;
+      const bool inlined = write && !op.local.empty() && op.local.size() <= std::min(kInlineMax, qp()->max_inline());
       if (op.kind == OpKind::kFetchAdd || op.kind == OpKind::kCompareSwap) {
         sge = slots_->sge(slot * 8, 8);
+      } else if (inlined) {  // copied into the work request at post: no registration
+        sge.addr = reinterpret_cast<uintptr_t>(op.local.data());
+        sge.length = static_cast<uint32_t>(op.local.size());
+        sge.lkey = 0;
       } else {
         Result<memory::RegistrationCache::Handle> h = cache_->acquire(op.local.data(), op.local.size());
         if (!h.ok()) {
@@ -183,7 +192,7 @@ class VerbsEngine final : public Engine {
       const bool last = i + 1 == count;
       const bool sig = last || run_ + 1 >= options_.signal_every;
       run_ = sig ? 0 : run_ + 1;
-      wrs_[i].id(seq).signaled(sig);
+      wrs_[i].id(seq).signaled(sig).inlined(inlined);
       chain.append(wrs_[i]);
     }
     Status s = qp()->post_send(chain);  // one doorbell for the batch
@@ -230,9 +239,13 @@ class VerbsEngine final : public Engine {
     qo.max_send_wr = depth + 4;  // + the bind of an expose in progress
     qo.max_recv_wr = depth;      // receives consumed by the peer's writes with immediate
     qo.max_send_sge = 1;
-    qo.max_inline_data = 0;
-    CONDUIT_ASSIGN_OR_RETURN(QueuePair * q, id_->create_qp(pd_, cq_, cq_, qo));
-    (void)q;
+    qo.max_inline_data = kInlineMax;
+    Result<QueuePair*> q = id_->create_qp(pd_, cq_, cq_, qo);
+    if (!q.ok()) {  // a device without inline sends
+      qo.max_inline_data = 0;
+      q = id_->create_qp(pd_, cq_, cq_, qo);
+    }
+    if (!q.ok()) return q.status();
     CONDUIT_ASSIGN_OR_RETURN(auto slots, RegisteredBuffer::create(pd_, size_t{depth} * 8, Access::kLocalWrite));
     slots_ = std::make_unique<RegisteredBuffer>(std::move(slots));
     cache_ = std::make_unique<memory::RegistrationCache>(std::make_shared<LocalRegistrar>(pd_));

@@ -171,6 +171,21 @@ TEST_P(RmaOps, EveryOpByteForByte) {
   EXPECT_EQ(imm_lens[0], 300u);
   EXPECT_EQ(0, std::memcmp(mem.data() + 8192, imm_data.data(), imm_data.size()));
 
+  // Small writes (rdma: inline up to 64 bytes, copied at post) and one just above; the
+  // source changes right after submit, which an inline write must not see.
+  for (size_t n : {size_t{1}, size_t{64}, size_t{65}}) {
+    const auto small = pattern(n, static_cast<uint8_t>(n));
+    std::vector<uint8_t> src = small;
+    bool done = false;
+    ASSERT_TRUE(client_->submit(Op::write(src, d, 12000, [&](const OpResult& r) {
+      EXPECT_TRUE(r.status.ok()) << r.status.to_string();
+      done = true;
+    })).ok()) << n;
+    if (is_rdma() && n <= 64) std::fill(src.begin(), src.end(), 0xff);
+    ASSERT_TRUE(run_until(*loop_, [&] { return done; })) << n;
+    EXPECT_EQ(0, std::memcmp(mem.data() + 12000, small.data(), n)) << n;
+  }
+
   uint64_t word = 40;
   std::memcpy(mem.data() + 16384, &word, 8);
   OpResult fa = run_op(*client_, Op::fetch_add(d, 16384, 2, nullptr));

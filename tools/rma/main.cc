@@ -20,6 +20,7 @@
 #include <array>
 #include <chrono>
 #include <deque>
+#include <optional>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -101,6 +102,54 @@ struct TaggedReceiver {
   }
 };
 
+std::optional<rma::Descriptor> read_descriptor(int fd) {
+  uint8_t w[rma::Descriptor::kWireSize];
+  if (read(fd, w, sizeof w) != static_cast<ssize_t>(sizeof w)) return std::nullopt;
+  auto d = rma::Descriptor::decode(w);
+  if (!d.ok()) return std::nullopt;
+  return *d;
+}
+
+// --mode pingpong (ib_write_lat's measure): the two sides RDMA-write --size bytes into each
+// other's exposed buffer in turn, each waiting by polling its own buffer's last byte for the
+// round's number; the initiator times each round trip with the cycle counter and reports half
+// of it.  Write completions are reaped by the endpoint (driven here when 8 are in flight,
+// inside the timed part).  `in` is this side's exposed buffer.  0 or an exit status.
+int pingpong(const Args& a, reactor::EventLoop& loop, rma::Endpoint& ep, const rma::Descriptor& to, uint8_t* in,
+             bool initiator, std::vector<double>* half_rtt_us) {
+  std::vector<uint8_t> out(a.size, 0x5a);
+  volatile uint8_t* last = in + a.size - 1;
+  int failed = 0;
+  auto cb = [&](const rma::OpResult& r) { failed += r.status.ok() ? 0 : 1; };
+  auto reap = [&](size_t above) {
+    while (ep.in_flight() > above && failed == 0 && ep.state() == rma::EndpointState::kConnected) (void)loop.run_once(0);
+  };
+  auto wait_for = [&](uint8_t v) {
+    const auto give_up = Clock::now() + std::chrono::seconds(10);
+    for (uint32_t spins = 0; *last != v; ++spins)
+      if ((spins & 0xffff) == 0 && (Clock::now() > give_up || ep.state() != rma::EndpointState::kConnected)) return false;
+    return true;
+  };
+  for (int i = 1; i <= a.iters; ++i) {
+    const uint8_t v = static_cast<uint8_t>(i % 251 + 1);
+    if (!initiator && !wait_for(v)) return std::fprintf(stderr, "conduit-rma-perf: pingpong: no ping %d\n", i), 5;
+    const uint64_t t0 = read_tsc();
+    out[a.size - 1] = v;
+    if (Status s = ep.submit(rma::Op::write(out, to, 0, cb)); !s.ok())
+      return std::fprintf(stderr, "conduit-rma-perf: %s\n", s.to_string().c_str()), 5;
+    if (initiator) {
+      if (!wait_for(v)) return std::fprintf(stderr, "conduit-rma-perf: pingpong: no pong %d\n", i), 5;
+      reap(8);
+      half_rtt_us->push_back(Tsc::to_us(read_tsc() - t0) / 2);
+    } else {
+      reap(8);
+    }
+    if (failed) return std::fprintf(stderr, "conduit-rma-perf: pingpong: a write failed\n"), 5;
+  }
+  reap(0);
+  return failed ? 5 : 0;
+}
+
 int serve(const Args& a, int desc_fd, int ready_fd, int hello_fd, pid_t child, int* child_status) {
   auto loop = reactor::EventLoop::create();
   if (!loop.ok()) return 3;
@@ -108,6 +157,7 @@ int serve(const Args& a, int desc_fd, int ready_fd, int hello_fd, pid_t child, i
   std::unique_ptr<rma::Endpoint> peer;
   TaggedReceiver receiver;
   bool gone = false;
+  std::optional<rma::Descriptor> pong;  // pingpong: where the answers go
   const std::string url = a.query(a.url);
   auto l = rma::Listener::listen(**loop, url, [&](std::unique_ptr<rma::Endpoint> ep) {
     if (a.op == "tagged") {  // the child's exit ends the run (waitpid below)
@@ -124,6 +174,7 @@ int serve(const Args& a, int desc_fd, int ready_fd, int hello_fd, pid_t child, i
     auto w = d->encode();
     if (write(desc_fd, w.data(), w.size()) != static_cast<ssize_t>(w.size())) gone = true;
     peer = std::move(ep);
+    if (a.mode == "pingpong" && !gone) pong = read_descriptor(hello_fd);
   });
   if (!l.ok()) {
     std::fprintf(stderr, "conduit-rma-perf: listen %s: %s\n", url.c_str(), l.status().to_string().c_str());
@@ -133,6 +184,16 @@ int serve(const Args& a, int desc_fd, int ready_fd, int hello_fd, pid_t child, i
   bound.push_back('\n');
   if (write(ready_fd, bound.data(), bound.size()) < 0) return 3;
   ::close(ready_fd);
+  if (a.mode == "pingpong") {
+    while (!gone && !pong) {
+      (void)(*loop)->run_once(100);
+      if (waitpid(child, child_status, WNOHANG) == child) return 0;
+    }
+    if (pong) {
+      const int rc = pingpong(a, **loop, *peer, *pong, mem.data(), false, nullptr);
+      if (rc != 0) return rc;
+    }
+  }
   // Until the peer goes away or the child exits (whichever is seen first).
   while (!gone) {
     (void)(*loop)->run_once(100);
@@ -211,10 +272,8 @@ int measure(const Args& a, const std::string& url, int desc_fd, int hello_fd) {
   while (!up) (void)(*loop)->run_once(100);
   if (!st.ok()) return std::fprintf(stderr, "conduit-rma-perf: connect: %s\n", st.to_string().c_str()), 4;
   if (a.op == "tagged") return measure_tagged(a, **loop, std::move(*ep), desc_fd, hello_fd);
-  uint8_t w[rma::Descriptor::kWireSize];
-  if (read(desc_fd, w, sizeof w) != static_cast<ssize_t>(sizeof w)) return 4;
-  auto d = rma::Descriptor::decode(w);
-  if (!d.ok()) return 4;
+  const std::optional<rma::Descriptor> d = read_descriptor(desc_fd);
+  if (!d) return 4;
   std::vector<uint8_t> buf(a.size, 0x5a);
   int done = 0, failed = 0;
   auto cb = [&](const rma::OpResult& r) {
@@ -222,12 +281,21 @@ int measure(const Args& a, const std::string& url, int desc_fd, int hello_fd) {
     if (!r.status.ok()) ++failed;
   };
   const size_t bytes = a.op == "atomic" ? 8 : a.size;
-  if (a.mode == "lat") {
+  std::vector<double> us;
+  if (a.mode == "pingpong") {
+    std::vector<uint8_t> in(a.size, 0);
+    auto mine = (*ep)->expose(in.data(), in.size(), rma::Rights::kWrite);
+    if (!mine.ok()) return std::fprintf(stderr, "conduit-rma-perf: expose: %s\n", mine.status().to_string().c_str()), 4;
+    const auto w = mine->encode();
+    if (write(hello_fd, w.data(), w.size()) != static_cast<ssize_t>(w.size())) return 4;
+    (void)Tsc::cycles_per_us();
+    us.reserve(static_cast<size_t>(a.iters));
+    if (int rc = pingpong(a, **loop, **ep, *d, in.data(), true, &us); rc != 0) return rc;
+  } else if (a.mode == "lat") {
     // Each op is submitted from the previous one's callback (as a callback-driven program
     // issues dependent ops) and timed from submit to its callback with the cycle counter,
     // as perftest times: a clock_gettime is a system call where the clock source has no
     // vDSO path (~5 us in the TCG guest), which would be counted.
-    std::vector<double> us;
     us.reserve(static_cast<size_t>(a.iters));
     (void)Tsc::cycles_per_us();  // calibrate before the first op
     uint64_t t0 = 0;
@@ -244,14 +312,16 @@ int measure(const Args& a, const std::string& url, int desc_fd, int hello_fd) {
     while (done < a.iters && failed == 0 && !submit_failed) (void)(*loop)->run_once(100);
     if (submit_failed) return std::fprintf(stderr, "conduit-rma-perf: submit failed\n"), 5;
     if (failed) return std::fprintf(stderr, "conduit-rma-perf: %d ops failed\n", failed), 5;
+  }
+  if (a.mode != "bw") {
     std::vector<double> s = us;
     std::sort(s.begin(), s.end());
     double sum = 0;
     for (double x : s) sum += x;
     const double typical = s[s.size() / 2], avg = sum / static_cast<double>(s.size());
     if (a.json)
-      std::printf("{\"op\":\"%s\",\"mode\":\"lat\",\"bytes\":%zu,\"iters\":%d,\"t_min\":%.2f,\"t_typical\":%.2f,\"t_avg\":%.2f,\"t_max\":%.2f}\n",
-                  a.op.c_str(), bytes, a.iters, s.front(), typical, avg, s.back());
+      std::printf("{\"op\":\"%s\",\"mode\":\"%s\",\"bytes\":%zu,\"iters\":%d,\"t_min\":%.2f,\"t_typical\":%.2f,\"t_avg\":%.2f,\"t_max\":%.2f}\n",
+                  a.op.c_str(), a.mode.c_str(), bytes, a.iters, s.front(), typical, avg, s.back());
     else
       std::printf(" #bytes #iterations t_min[usec] t_max[usec] t_typical[usec] t_avg[usec]\n %zu %d %.2f %.2f %.2f %.2f\n",
                   bytes, a.iters, s.front(), s.back(), typical, avg);
@@ -288,7 +358,10 @@ int main(int argc, char** argv) {
   app.add_option("--url", a.url, "where the server side listens (rdma://, tcp://, shm://, auto://)")->required();
   app.add_option("--op", a.op, "read, write, atomic (fetch-and-add on 8 bytes) or tagged (send/recv, bw)")
       ->check(CLI::IsMember({"read", "write", "atomic", "tagged"}));
-  app.add_option("--mode", a.mode, "lat (one op at a time) or bw (--depth in flight)")->check(CLI::IsMember({"lat", "bw"}));
+  app.add_option("--mode", a.mode,
+                 "lat (one op at a time), bw (--depth in flight) or pingpong (--op write: the two sides write "
+                 "to each other in turn, half the round trip, as ib_write_lat)")
+      ->check(CLI::IsMember({"lat", "bw", "pingpong"}));
   app.add_option("--size", a.size, "bytes per op (atomic: 8)")->check(CLI::Range(size_t{1}, size_t{1} << 30));
   app.add_option("--iters", a.iters, "operations")->check(CLI::Range(1, 100000000));
   app.add_option("--depth", a.depth, "ops in flight for bw")->check(CLI::Range(1, 4096));
@@ -300,6 +373,8 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   if (a.mode == "lat") a.depth = std::max(a.depth, 1);
   if (a.op == "tagged" && a.mode != "bw") return std::fprintf(stderr, "conduit-rma-perf: --op tagged takes --mode bw\n"), 2;
+  if (a.mode == "pingpong" && a.op != "write")
+    return std::fprintf(stderr, "conduit-rma-perf: --mode pingpong takes --op write\n"), 2;
   int desc[2], ready[2], hello[2];  // hello: the child's tagged hello to the parent
   if (pipe(desc) != 0 || pipe(ready) != 0 || pipe(hello) != 0) return 3;
   const pid_t pid = fork();
