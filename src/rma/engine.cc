@@ -41,16 +41,17 @@ Rights rights_needed(OpKind k) {
 static bool is_atomic(OpKind k) { return k == OpKind::kFetchAdd || k == OpKind::kCompareSwap; }
 
 Status check_against(const Descriptor& d, OpKind kind, uint64_t offset, uint64_t length) {
-  const std::string what = std::string(op_kind_name(kind));
+  // The op's name is made only for an error: this runs for every op submitted.
+  auto what = [kind] { return std::string(op_kind_name(kind)); };
   if (!contains(d.rights, rights_needed(kind)))
-    return Status(Code::kPermissionDenied, what + ": the descriptor grants " + rights_name(d.rights) + ", not " +
+    return Status(Code::kPermissionDenied, what() + ": the descriptor grants " + rights_name(d.rights) + ", not " +
                                                rights_name(rights_needed(kind)));
-  if (length == 0) return Status(Code::kInvalidArgument, what + ": zero length");
+  if (length == 0) return Status(Code::kInvalidArgument, what() + ": zero length");
   if (offset > d.length || length > d.length - offset)
-    return Status(Code::kInvalidArgument, what + ": [" + std::to_string(offset) + ", +" + std::to_string(length) +
+    return Status(Code::kInvalidArgument, what() + ": [" + std::to_string(offset) + ", +" + std::to_string(length) +
                                               ") is outside the " + std::to_string(d.length) + "-byte region");
   if (is_atomic(kind) && (d.addr + offset) % 8 != 0)
-    return Status(Code::kInvalidArgument, what + ": the remote word is not 8-byte aligned");
+    return Status(Code::kInvalidArgument, what() + ": the remote word is not 8-byte aligned");
   return {};
 }
 

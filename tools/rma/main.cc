@@ -204,9 +204,11 @@ int serve(const Args& a, int desc_fd, int ready_fd, int hello_fd, pid_t child, i
 }
 
 rma::Op make(const Args& a, std::vector<uint8_t>& buf, const rma::Descriptor& d, rma::OpCallback cb) {
-  if (a.op == "read") return rma::Op::read(buf, d, 0, std::move(cb));
-  if (a.op == "atomic") return rma::Op::fetch_add(d, 0, 1, std::move(cb));
-  return rma::Op::write(buf, d, 0, std::move(cb));
+  switch (a.op[0]) {  // read, atomic, write (checked when parsed): no string compare per op
+    case 'r': return rma::Op::read(buf, d, 0, std::move(cb));
+    case 'a': return rma::Op::fetch_add(d, 0, 1, std::move(cb));
+    default: return rma::Op::write(buf, d, 0, std::move(cb));
+  }
 }
 
 // The sending side of --op tagged: --iters isends of one buffer, as many in flight as the
