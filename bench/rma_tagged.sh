@@ -69,6 +69,6 @@ cell() { # name size
 }
 cell tagged_bw_64K 65536
 cell tagged_bw_1M 1048576
-echo "units: MB/s (2^20); conduit: event-driven tagged sends, default slots 64 / max_requests 256, endpoint depth 128" |
+echo "units: MB/s (2^20); conduit: tagged sends, busy_poll_us ${CONDUIT_RMA_POLL_US:-0} (0: event-driven), default slots 64 / max_requests 256, endpoint depth 128" |
 	tee -a "$out/summary.txt"
 echo "results: $out"
