@@ -334,9 +334,9 @@ Status EventLoop::run_once(int timeout_ms) {
     ~InIteration() { flag = was; }
   } in_iteration{in_iteration_, in_iteration_};
   in_iteration_ = true;
-  // The iteration's one clock read when it does not block (run_once(0), as embedders call
-  // it); a wait that may block reads it again when it returns.
-  now_ns_ = monotonic_ns();
+  // now_ns() reads the clock when first asked in this iteration (and again after a wait
+  // that may block): an iteration nobody asks the time of reads none.
+  now_stale_ = true;
 
   // Posted work may have changed what the caller waits for: don't sleep after running any.
   const bool ran_posted = run_posted() > 0;
@@ -366,8 +366,8 @@ Status EventLoop::run_once(int timeout_ms) {
     n = epoll_wait(epfd_.get(), events, max_events, wait_ms);
     if (n > 0 && wait_ms != 0) ++wakeups_;
   }
-  if (wait_ms != 0) now_ns_ = monotonic_ns();
-  if (!spin && n > 0 && spin_.enabled()) spin_.on_work(now_ns_);  // ends an idle gap
+  if (wait_ms != 0) now_stale_ = true;
+  if (!spin && n > 0 && spin_.enabled()) spin_.on_work(now_ns());  // ends an idle gap
   if (n < 0) {
     if (errno != EINTR) return Status::FromErrno(errno, "epoll_wait");
     n = 0;
@@ -390,8 +390,11 @@ Status EventLoop::run_once(int timeout_ms) {
   // iteration runs at its end, as run_after promises; with no timer there is nothing to read
   // it for.
   if (timers_.empty()) timer_heap_.clear();  // only cancelled entries were left (lazy cancel)
-  if (!timer_heap_.empty()) now_ns_ = monotonic_ns();
-  dispatched = run_timers(now_ns_) || dispatched;
+  if (!timer_heap_.empty()) {
+    now_ns_ = monotonic_ns();
+    now_stale_ = false;
+    dispatched = run_timers(now_ns_) || dispatched;
+  }
   last_busy_ = dispatched || hooks_pending || spin_pending;
   return {};
 }

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "conduit/base/adaptive_spin.h"
+#include "conduit/base/clock.h"
 #include "conduit/base/fd.h"
 #include "conduit/base/status.h"
 
@@ -146,13 +147,20 @@ class EventLoop {
   // Makes the calling thread the loop thread.  For an embedder that serialises every use of
   // the loop under its own lock and drives it from whichever thread holds that lock.
   void adopt_current_thread() { owner_.store(std::this_thread::get_id(), std::memory_order_relaxed); }
-  // The loop's clock (monotonic ns, base/clock.h) as last read by the current (or last)
-  // iteration: at its start, when a wait that could block returned, and before its timers
-  // ran (when it has any).  For handlers and hooks that need "about
-  // now" (last-received stamps, spin windows) without reading the clock once more: a clock
-  // read is a system call where the clock source has no vDSO path (the TCG testbed guest:
-  // ~5 us each).  Stale by the time the iteration has run so far.  Loop thread; O(1).
-  uint64_t now_ns() const { return now_ns_; }
+  // The loop's clock (monotonic ns, base/clock.h), read at most once per stretch of an
+  // iteration: the first call after the iteration started or after a wait that could block
+  // returned reads it, later calls get that value; the timers' run reads it afresh (when
+  // there are timers).  For handlers and hooks that need "about now" (last-received stamps,
+  // spin windows) without a clock read each: a read is a system call where the clock source
+  // has no vDSO path (the TCG testbed guest: ~5 us each), and an iteration in which nobody
+  // asks reads none.  Stale by the time the iteration has run since.  Loop thread; O(1).
+  uint64_t now_ns() const {
+    if (now_stale_) {
+      now_ns_ = monotonic_ns();
+      now_stale_ = false;
+    }
+    return now_ns_;
+  }
   // Number of wakeups from a blocking wait (for counters and tests).
   uint64_t wakeups() const { return wakeups_; }
   uint64_t iterations() const { return iterations_; }
@@ -220,7 +228,8 @@ class EventLoop {
   uint64_t wakeups_ = 0;
   uint64_t iterations_ = 0;
   bool in_iteration_ = false;
-  uint64_t now_ns_ = 0;     // now_ns()
+  mutable uint64_t now_ns_ = 0;   // now_ns(): the last read
+  mutable bool now_stale_ = true;  // now_ns() reads the clock at its next call
   bool last_busy_ = false;  // the last run_once left work for the next (poll_timeout_ms)
 };
 
