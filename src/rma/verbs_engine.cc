@@ -14,7 +14,8 @@
 // Local operands of reads and writes go through a RegistrationCache (local access only): a
 // buffer that comes back is a lookup, and the handle pins the registration until the op's
 // completion.  Writes of at most kInlineMax bytes (if the QP grants it) go inline instead:
-// the data is copied into the work request at post, so they need no registration.  Atomic results land in a registered slot per in-flight op.
+// the data is copied into the work request at post, so they need no registration.  Atomic
+// results land in a registered slot per in-flight op.
 //
 // Signalling: the last WR of every batch and at least every signal_every-th are signalled;
 // a signalled completion completes every op up to it (RC completes in order).
