@@ -7,8 +7,10 @@
 // device contexts): the parent listens on --url and exposes a buffer to each peer, handing
 // the descriptor over a pipe; the child connects and measures.  lat: one op at a time,
 // event-driven completions (compare with perftest -e; with --busy-poll-us polled, compare
-// with plain perftest), prints t_min / t_typical (median) / t_avg / t_max in microseconds.  bw: --depth ops in flight, prints MiB/s (2^20 bytes per
-// MB, perftest's unit).  --op tagged (bw only): tagged send/recv (rma::TaggedEndpoint): the
+// with plain perftest), prints t_min / t_typical (median) / t_avg / t_max in microseconds.
+// pingpong (--op write): the two sides write into each other's buffer in turn, half the
+// round trip, as ib_write_lat measures; same columns.  bw: --depth ops in flight, prints
+// MiB/s (2^20 bytes per MB, perftest's unit).  --op tagged (bw only): tagged send/recv (rma::TaggedEndpoint): the
 // parent posts receives of --size into a ring of registered buffers and re-posts each as it
 // completes, the child isends --iters messages; bandwidth is the sender's, first isend to
 // last completion (a send completes when its data and record landed).  --json for machines.
@@ -19,9 +21,9 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cstdio>
 #include <deque>
 #include <optional>
-#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -267,9 +269,9 @@ int measure(const Args& a, const std::string& url, int desc_fd, int hello_fd) {
   bool up = false;
   Status st;
   auto ep = rma::Endpoint::connect(**loop, a.query(url), [&](rma::Endpoint&, Status s) {
-                                     up = true;
-                                     st = s;
-                                   });
+    up = true;
+    st = s;
+  });
   if (!ep.ok()) return std::fprintf(stderr, "conduit-rma-perf: %s\n", ep.status().to_string().c_str()), 4;
   while (!up) (void)(*loop)->run_once(100);
   if (!st.ok()) return std::fprintf(stderr, "conduit-rma-perf: connect: %s\n", st.to_string().c_str()), 4;
@@ -377,7 +379,7 @@ int main(int argc, char** argv) {
   if (a.op == "tagged" && a.mode != "bw") return std::fprintf(stderr, "conduit-rma-perf: --op tagged takes --mode bw\n"), 2;
   if (a.mode == "pingpong" && a.op != "write")
     return std::fprintf(stderr, "conduit-rma-perf: --mode pingpong takes --op write\n"), 2;
-  int desc[2], ready[2], hello[2];  // hello: the child's tagged hello to the parent
+  int desc[2], ready[2], hello[2];  // hello: child to parent (its tagged hello; pingpong: its descriptor)
   if (pipe(desc) != 0 || pipe(ready) != 0 || pipe(hello) != 0) return 3;
   const pid_t pid = fork();
   if (pid < 0) return 3;
