@@ -126,10 +126,15 @@ int pingpong(const Args& a, reactor::EventLoop& loop, rma::Endpoint& ep, const r
   auto reap = [&](size_t above) {
     while (ep.in_flight() > above && failed == 0 && ep.state() == rma::EndpointState::kConnected) (void)loop.run_once(0);
   };
+  // Over tcp/shm the peer's loop serves the writes (the emulation): this side's loop must run
+  // while it waits; over rdma the NIC writes and the wait only polls memory.
+  const bool drive = ep.transport() != "rdma";
   auto wait_for = [&](uint8_t v) {
     const auto give_up = Clock::now() + std::chrono::seconds(10);
-    for (uint32_t spins = 0; *last != v; ++spins)
+    for (uint32_t spins = 0; *last != v; ++spins) {
+      if (drive) (void)loop.run_once(0);
       if ((spins & 0xffff) == 0 && (Clock::now() > give_up || ep.state() != rma::EndpointState::kConnected)) return false;
+    }
     return true;
   };
   for (int i = 1; i <= a.iters; ++i) {
