@@ -20,6 +20,21 @@
 // Signalling: the last WR of every batch and at least every signal_every-th are signalled;
 // a signalled completion completes every op up to it (RC completes in order).
 //
+// Recovery after a remote access error: RC fails the queue pair of *both* sides (the
+// requester on the NAK, the responder on the violation, IBA class C), flushing everything
+// posted.  The endpoint survives it: the op that caused it fails with kPermissionDenied, the
+// flushed sends are drained (not the receives: maybe_finish_recovery), and both sides reset the same QP in place (CmId::reset_qp: RESET
+// -> RTS with the connection's rdma_cm attributes) with a PSN both derive from the count of
+// recoveries, re-post their receives and then the flushed ops, in order.  Whichever side is
+// back first has its packets dropped by the other until it is back too, and retransmits.
+// Exposures (windows bound to this QP, regions) and the peer's descriptors stay valid: the
+// QP keeps its number.  Which flushed ops may run again: the side that got the NAK knows
+// the peer dropped everything after the bad op, so it replays all; the other side (its QP
+// failed as responder) may have had requests executed by the peer whose answers it never
+// saw, so it replays reads and writes (running one twice is what RC retransmission does
+// too) but fails an atomic or a write with immediate (running it twice would add twice or
+// consume two receives) with kIoError "may or may not have executed".
+//
 // Completions: event-driven by default (the completion channel in the loop's epoll; drain
 // re-arms).  With busy_poll_us, a before-sleep hook polls the CQ instead: after each post
 // or completion the CQ stays unarmed and the hook polls it, in slices of at most kSliceNs
@@ -32,6 +47,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <deque>
 #include <vector>
 
 #include "conduit/base/clock.h"
@@ -51,6 +67,9 @@ constexpr uint64_t kRecvTag = 1ull << 63;
 constexpr uint64_t kControlTag = 1ull << 62;
 constexpr uint64_t kSliceNs = 50'000;  // a polling hook returns to the loop at least this often
 constexpr uint32_t kInlineMax = 64;    // writes up to this size go inline (as perftest's do)
+constexpr uint64_t kDrainTimeoutNs = 5'000'000'000;  // a recovery's flushes must all arrive by then
+// The PSN of both directions after the n-th recovery; both sides count recoveries alike.
+constexpr uint32_t psn_after_recovery(uint32_t n) { return (0x2b5a00u + n * 0x3c0013u) & 0xffffffu; }
 
 // ibv_reg_mr for local operands, as a memory::Registrar (the cache calls it under its lock).
 class LocalRegistrar final : public memory::Registrar {
@@ -115,6 +134,7 @@ class VerbsEngine final : public Engine {
       return Status(Code::kProtocolError, "rma rdma accept: the peer is not an rma endpoint (private data)");
     }
     CONDUIT_RETURN_IF_ERROR(setup_qp());
+    CONDUIT_RETURN_IF_ERROR(id_->set_ack_timeout(options_.timeout));
     const uint8_t rd = rd_atomic();
     return id_->accept({}, std::min(rd, ev.responder_resources), std::min(rd, ev.initiator_depth));
   }
@@ -131,6 +151,8 @@ class VerbsEngine final : public Engine {
     if (contains(e.rights, Rights::kWrite)) access |= IBV_ACCESS_REMOTE_WRITE;
     if (contains(e.rights, Rights::kAtomic)) access |= IBV_ACCESS_REMOTE_ATOMIC;
     void* addr = reinterpret_cast<void*>(static_cast<uintptr_t>(e.addr));
+    // A bind posted now would be flushed: let the recovery (local work only) finish first.
+    if (recovering_) CONDUIT_RETURN_IF_ERROR(wait_until([this] { return !recovering_; }, "the queue pair's recovery"));
     if (has_mw_) {
       CONDUIT_ASSIGN_OR_RETURN(n->mr, MemoryRegion::register_memory(pd_, addr, e.length,
                                                                     Access::kLocalWrite | Access::kMwBind));
@@ -140,9 +162,12 @@ class VerbsEngine final : public Engine {
                       .id(kControlTag)
                       .signaled();
       CONDUIT_RETURN_IF_ERROR(qp()->post_send(wr));
+      control_out_ = true;
       // Wait for the bind: once expose returns, the key works.  Other completions that
       // arrive meanwhile are handled as usual.
-      CONDUIT_RETURN_IF_ERROR(wait_control());
+      control_done_ = false;
+      CONDUIT_RETURN_IF_ERROR(wait_until([this] { return control_done_; }, "the window bind"));
+      CONDUIT_RETURN_IF_ERROR(control_status_);
       n->mw->bound(rkey);
       e.key = rkey;
     } else {
@@ -155,7 +180,25 @@ class VerbsEngine final : public Engine {
   }
   void revoke_native(Exposure& e) override { e.native.reset(); }  // dealloc window, deregister
 
+  // Ops queued behind a recovery (or behind ops it holds back) are posted by resume().
   Status post(size_t first, size_t count) override {
+    if (recovering_ || posted_ - done_ != first) return {};
+    return post_now(first, count);
+  }
+
+  void shutdown_native() override {
+    if (timer_ != 0) loop_.cancel(timer_), timer_ = 0;
+    if (drain_timer_ != 0) loop_.cancel(drain_timer_), drain_timer_ = 0;
+    if (hook_ != 0) loop_.remove_before_sleep(hook_), hook_ = 0;
+    if (cq_channel_ && loop_.watching(cq_channel_->fd())) (void)loop_.remove(cq_channel_->fd());
+    if (channel_ && loop_.watching(channel_->fd())) (void)loop_.remove(channel_->fd());
+    if (id_ && established_) (void)id_->disconnect();
+    for (auto& p : pins_) p = {};
+    if (id_) id_->destroy_qp();
+  }
+
+ private:
+  Status post_now(size_t first, size_t count) {
     SendChain chain;
     for (size_t i = 0; i < count; ++i) {
       const Op& op = inflight_at(first + i);
@@ -206,17 +249,6 @@ class VerbsEngine final : public Engine {
     return {};
   }
 
-  void shutdown_native() override {
-    if (timer_ != 0) loop_.cancel(timer_), timer_ = 0;
-    if (hook_ != 0) loop_.remove_before_sleep(hook_), hook_ = 0;
-    if (cq_channel_ && loop_.watching(cq_channel_->fd())) (void)loop_.remove(cq_channel_->fd());
-    if (channel_ && loop_.watching(channel_->fd())) (void)loop_.remove(channel_->fd());
-    if (id_ && established_) (void)id_->disconnect();
-    for (auto& p : pins_) p = {};
-    if (id_) id_->destroy_qp();
-  }
-
- private:
   QueuePair* qp() const { return id_->qp(); }
   uint8_t rd_atomic() const {
     const int dev = ctx_ ? ctx_->attr().max_qp_rd_atom : 1;
@@ -262,7 +294,9 @@ class VerbsEngine final : public Engine {
   }
 
   Status post_recv() {
-    RecvWr r = RecvWr::make(nullptr, 0, kRecvTag);  // WRITE_WITH_IMM needs a receive, not a buffer
+    // WRITE_WITH_IMM needs a receive, not a buffer.  Tagged with the QP's incarnation: a
+    // receive of the QP before a reset may still report its flush after it.
+    RecvWr r = RecvWr::make(nullptr, 0, kRecvTag | recoveries_);
     return qp()->post_recv(r);
   }
 
@@ -288,6 +322,8 @@ class VerbsEngine final : public Engine {
         break;
       case RDMA_CM_EVENT_ROUTE_RESOLVED: {
         s = setup_qp();
+        if (!s.ok()) break;
+        s = id_->set_ack_timeout(options_.timeout);
         if (!s.ok()) break;
         uint8_t pd[8] = {};
         wire::put32(pd, kMagic);
@@ -380,35 +416,127 @@ class VerbsEngine final : public Engine {
 
   void handle(const Completion& c) {
     if (state_ != EndpointState::kConnected) return;
-    if (c.wr_id == kRecvTag) {
-      if (!c.ok()) return fail_qp(c);
+    if ((c.wr_id & kRecvTag) != 0) {
+      if ((c.wr_id & 0xffffffffu) != recoveries_) return;  // posted before the last reset
+      if (!c.ok()) return qp_failed(c, /*replay_all=*/false);
       if (c.opcode == IBV_WC_RECV_RDMA_WITH_IMM && imm_handler) imm_handler(c.imm(), c.byte_len);
       if (state_ != EndpointState::kConnected) return;  // the handler closed the endpoint
+      if (recovering_) return maybe_finish_recovery();  // receives are posted again after the reset
       if (Status s = post_recv(); !s.ok()) fail(s);
       return;
     }
     if (c.wr_id == kControlTag) {
+      control_out_ = false;
       control_done_ = true;
       control_status_ = c.as_status();
+      if (recovering_) maybe_finish_recovery();
       return;
     }
-    // Op `seq` and every earlier one are done; an error completion is that op's alone
-    // (RC: the ones before it succeeded).
+    // A completion for op `seq` completes every earlier op too (RC completes in order; only
+    // every signal_every-th WR is signalled).
     const uint64_t seq = c.wr_id;
-    while (done_ < seq && in_flight() > 0) complete_op(Status());
+    retired_ = seq + 1;
+    auto complete_through = [this](uint64_t last) {
+      while (done_ <= last && in_flight() > 0 && state_ == EndpointState::kConnected) complete_op(Status());
+    };
+    if (recovering_) {  // the WRs behind the failure, flushed: they stay queued for the replay
+      if (c.ok()) complete_through(seq);  // posted before the failure, reported after it
+      else if (c.ibv_wc::status != IBV_WC_WR_FLUSH_ERR) return fail_qp(c);
+      return maybe_finish_recovery();
+    }
     if (c.ok()) {
-      if (in_flight() > 0) complete_op(Status());
+      complete_through(seq);
+      if (state_ == EndpointState::kConnected && unposted() > 0) resume();
       return;
     }
-    if (c.ibv_wc::status == IBV_WC_WR_FLUSH_ERR) return;  // after the error below
-    if (in_flight() > 0) {
-      Status why = c.ibv_wc::status == IBV_WC_REM_ACCESS_ERR
-                       ? Status(Code::kPermissionDenied, "remote access error: " + c.to_string())
-                       : c.as_status();
-      complete_op(std::move(why));
+    if (c.ibv_wc::status == IBV_WC_REM_ACCESS_ERR) {
+      // The ops before it ran (the peer answered them before the NAK); it alone failed.
+      begin_recovery(c, /*replay_all=*/true);  // first: what the callbacks submit waits for it
+      if (seq > 0) complete_through(seq - 1);
+      if (state_ == EndpointState::kConnected && in_flight() > 0)
+        complete_op(Status(Code::kPermissionDenied, "remote access error: " + c.to_string()));
+      return maybe_finish_recovery();
     }
-    // The RC queue pair is in error now: the ops behind it cannot run on it.
+    // A flush first: the peer failed the QP.  Unsignalled WRs are flushed without a completion
+    // of their own on rxe, so which of [done_, posted_) ran is not known: all are replayed
+    // or, if they must not run twice, failed (qp_failed).
+    if (c.ibv_wc::status == IBV_WC_WR_FLUSH_ERR) return qp_failed(c, /*replay_all=*/false);
+    if (seq > 0) complete_through(seq - 1);
+    if (state_ == EndpointState::kConnected && in_flight() > 0) complete_op(c.as_status());
     fail_qp(c);
+  }
+
+  // The queue pair is in error.  A remote access error (ours: replay_all, or the peer's,
+  // seen as a flush) is recovered from (file comment); anything else fails the endpoint.
+  void qp_failed(const Completion& c, bool replay_all) {
+    if (state_ != EndpointState::kConnected || recovering_) return maybe_finish_recovery();
+    if (!replay_all && c.ibv_wc::status != IBV_WC_WR_FLUSH_ERR) return fail_qp(c);
+    begin_recovery(c, replay_all);
+    maybe_finish_recovery();
+  }
+
+  void begin_recovery(const Completion& c, bool replay_all) {
+    recovering_ = true;
+    // The flushed ops the peer may have run (see the file comment): atomics and writes with
+    // immediate this side posted, when the failure was the peer's to see first.
+    uncertain_.clear();
+    if (!replay_all) {
+      for (uint64_t o = done_; o < posted_; ++o) {
+        const OpKind k = inflight_at(o - done_).kind;
+        if (k == OpKind::kFetchAdd || k == OpKind::kCompareSwap || k == OpKind::kWriteImm) uncertain_.push_back(o);
+      }
+    }
+    CONDUIT_LOG(kInfo) << "rma rdma " << addresses() << ": queue pair failed (" << c.to_string()
+                       << "); recovering it in place";
+    drain_timer_ = loop_.run_after(kDrainTimeoutNs, [this] {
+      drain_timer_ = 0;
+      if (recovering_)
+        fail(Status(Code::kTimedOut, "rma rdma: the flushed work requests did not all complete within 5 s of a "
+                                     "queue pair failure (sends " + std::to_string(posted_ - retired_) +
+                                         ", bind " + std::to_string(control_out_) + " outstanding)"));
+    });
+  }
+
+  // Once every posted send (ops, a window bind) has come back flushed: reset the QP, post
+  // the receives again, then the ops.  Receives are not waited for: rxe (Linux 6.1) flushes
+  // them only when a packet reaches the failed QP, which may never happen; the reset drops
+  // them, and a late flush of one is recognised by its tag (post_recv).
+  void maybe_finish_recovery() {
+    if (!recovering_ || state_ != EndpointState::kConnected) return;
+    if (retired_ != posted_ || control_out_) return;
+    if (drain_timer_ != 0) loop_.cancel(drain_timer_), drain_timer_ = 0;
+    for (uint64_t o = done_; o < posted_; ++o) pins_[o % options_.depth] = {};
+    posted_ = retired_ = done_;
+    run_ = 0;
+    ++recoveries_;
+    if (Status s = id_->reset_qp(psn_after_recovery(recoveries_)); !s.ok())
+      return fail(Status(s.code(), "rma rdma: recovering the queue pair: " + std::string(s.message())));
+    for (uint32_t i = 0; i < options_.depth; ++i)
+      if (Status s = post_recv(); !s.ok()) return fail(s);
+    recovering_ = false;
+    ++stats_.recoveries;
+    resume();
+  }
+
+  // Ops queued but not posted (behind a recovery): [posted_, done_ + in_flight()).
+  size_t unposted() const { return done_ + in_flight() - posted_; }
+
+  // Posts the queued ops in order, in runs between uncertain ones; an uncertain op fails
+  // once everything before it completed (ops complete in order).
+  void resume() {
+    while (state_ == EndpointState::kConnected && !recovering_ && unposted() > 0) {
+      if (!uncertain_.empty() && uncertain_.front() == posted_) {
+        if (posted_ != done_) return;  // resumed when the ops before it complete
+        uncertain_.pop_front();
+        ++posted_;
+        complete_op(Status(Code::kIoError, "rma rdma: in flight when the peer's remote access error failed the "
+                                           "queue pair; it may or may not have executed"));
+        continue;
+      }
+      size_t count = unposted();
+      if (!uncertain_.empty()) count = std::min<size_t>(count, uncertain_.front() - posted_);
+      if (Status s = post_now(posted_ - done_, count); !s.ok()) return fail(s);
+    }
   }
 
   void complete_op(Status s) {
@@ -423,21 +551,24 @@ class VerbsEngine final : public Engine {
   }
 
   void fail_qp(const Completion& c) {
+    if (state_ != EndpointState::kConnected) return;
     fail(Status(Code::kIoError, "rma rdma: the queue pair failed after " + c.to_string()));
   }
 
-  Status wait_control() {
-    control_done_ = false;
+  // Polls the CQ (handling what it finds) until `done`; at most 5 s.
+  template <typename Pred>
+  Status wait_until(Pred done, const char* what) {
     const uint64_t deadline = now_ms() + 5000;
     Completion wcs[16];
-    while (!control_done_) {
+    while (!done()) {
       Result<int> n = cq_->poll(wcs);
       if (!n.ok()) return n.status();
       for (int i = 0; i < *n; ++i) handle(wcs[i]);
       if (state_ != EndpointState::kConnected) return Status(Code::kClosed, "rma expose: the endpoint failed");
-      if (*n == 0 && now_ms() > deadline) return Status(Code::kTimedOut, "rma expose: the window bind did not complete");
+      if (*n == 0 && now_ms() > deadline)
+        return Status(Code::kTimedOut, std::string("rma expose: ") + what + " did not complete within 5 s");
     }
-    return control_status_;
+    return {};
   }
   static uint64_t now_ms() {
     timespec ts{};
@@ -465,8 +596,14 @@ class VerbsEngine final : public Engine {
   std::vector<SendWr> wrs_;
   std::vector<ibv_sge> sges_;
   std::vector<memory::RegistrationCache::Handle> pins_;  // by seq % depth: local operands
-  uint64_t posted_ = 0, done_ = 0;
-  uint32_t run_ = 0;  // unsignalled WRs since the last signalled one
+  uint64_t posted_ = 0, done_ = 0;  // ops by seq: [done_, posted_) posted, the rest queued
+  uint64_t retired_ = 0;             // WRs up to the last send completion seen
+  uint32_t run_ = 0;                 // unsignalled WRs since the last signalled one
+  bool recovering_ = false;          // the QP failed: draining its flushed WRs
+  uint32_t recoveries_ = 0;          // the PSN after a reset derives from it
+  std::deque<uint64_t> uncertain_;   // seqs of flushed ops that must not run twice
+  reactor::TimerId drain_timer_ = 0;
+  bool control_out_ = false;         // a window bind is posted
   bool control_done_ = false;
   Status control_status_;
 };

@@ -227,6 +227,25 @@ Result<QueuePair*> CmId::create_qp(std::shared_ptr<ProtectionDomain> pd, std::sh
   return qp_.get();
 }
 
+conduit::Status CmId::reset_qp(uint32_t psn) {
+  if (!qp_) return conduit::Status(Code::kInvalidArgument, "reset_qp: this id has no QP");
+  ibv_qp_attr attr{};
+  attr.qp_state = IBV_QPS_RESET;
+  CONDUIT_RETURN_IF_ERROR(qp_->modify(attr, IBV_QP_STATE, "RESET"));
+  const std::pair<ibv_qp_state, const char*> steps[] = {{IBV_QPS_INIT, "INIT"}, {IBV_QPS_RTR, "RTR"}, {IBV_QPS_RTS, "RTS"}};
+  for (const auto& [state, name] : steps) {
+    attr = {};
+    attr.qp_state = state;
+    int mask = 0;
+    if (rdma_init_qp_attr(id_, &attr, &mask) != 0)
+      return conduit::Status::FromErrnoAuto(errno, std::string("rdma_init_qp_attr(") + name + ")");
+    if (state == IBV_QPS_RTR) attr.rq_psn = psn & 0xffffff;
+    if (state == IBV_QPS_RTS) attr.sq_psn = psn & 0xffffff;
+    CONDUIT_RETURN_IF_ERROR(qp_->modify(attr, mask, name));
+  }
+  return {};
+}
+
 SocketAddress CmId::local_address() const { return SocketAddress::from(rdma_get_local_addr(id_)); }
 SocketAddress CmId::peer_address() const { return SocketAddress::from(rdma_get_peer_addr(id_)); }
 

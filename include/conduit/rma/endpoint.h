@@ -42,7 +42,9 @@ std::string_view op_kind_name(OpKind k);
 // What finished.  status: OK; kPermissionDenied = remote access error (the key is unknown or
 // revoked, the generation is stale, the range is outside the exposure or the rights do not
 // allow the op: the peer refused, nothing was touched); kCancelled = the endpoint closed
-// before the op completed; kIoError/kClosed = the endpoint failed.
+// before the op completed; kIoError/kClosed = the endpoint failed, or (kIoError, rdma) an
+// atomic or write with immediate was in flight when the peer's remote access error failed
+// the queue pair and may or may not have executed (docs/RMA.md, "Recovery").
 // old_value: for fetch-and-add and compare-and-swap, the word's value before the op.
 struct OpResult {
   Status status;
@@ -86,6 +88,7 @@ struct EndpointOptions {
   uint64_t max_op = 16u << 20;    // bytes one read/write may move
   uint32_t connect_timeout_ms = 5000;
   uint64_t busy_poll_us = 0;      // rdma: poll the CQ this long after the last post/completion; 0 = events
+  uint8_t timeout = 17;           // rdma: local ACK timeout exponent (4.096 us * 2^timeout per retransmission)
 };
 
 enum class EndpointState : uint8_t { kConnecting, kConnected, kClosed, kError };
@@ -102,6 +105,7 @@ struct EndpointStats {
   uint64_t exposed = 0;           // regions exposed now
   uint64_t cq_wakeups = 0;        // rdma: completion-channel events that woke the endpoint
   uint64_t polled = 0;            // rdma: completions found by busy polling (no event)
+  uint64_t recoveries = 0;        // rdma: queue pair failures recovered in place (remote access errors)
 };
 
 class Engine;  // the transport behind an endpoint (private: src/rma)

@@ -115,6 +115,13 @@ class CmId {
                                std::shared_ptr<SharedReceiveQueue> srq = {});
   QueuePair* qp() const { return qp_.get(); }
   void destroy_qp() { qp_.reset(); }
+  // Brings the connected id's QP back from ERR without a new connection: RESET, then INIT,
+  // RTR and RTS with the attributes rdma_cm holds for the connection (path, peer QPN,
+  // timeouts, rd_atomic), both PSNs set to `psn`.  The peer must do the same with the same
+  // `psn` before either side's packets get through (until then they are dropped and
+  // retransmitted).  Posted WRs must all have completed (flushed) first: RESET discards
+  // them.  Four ibv_modify_qp calls; loop thread of the id's owner.
+  conduit::Status reset_qp(uint32_t psn);
 
   SocketAddress local_address() const;
   SocketAddress peer_address() const;
