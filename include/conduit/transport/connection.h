@@ -64,9 +64,10 @@ struct ConnStats {
   // Memory this connection holds outside the process heap for as long as it is open, which
   // neither malloc's counters nor (until touched) RSS show: shm the shared region (both
   // rings and the header page, on each side), rdma the registered buffers.  0 for tcp
-  // (socket buffers are the kernel's).  Fixed once the connection is established, so an
-  // application may read it once on accept to account for it (conduit-kv adds it to
-  // used_memory and counts it against maxmemory).
+  // (socket buffers are the kernel's).  It may grow after setup (rdma: the staging area at
+  // the first write, the receive area from rx_initial to rx_buffer once the peer filled
+  // it), so an application that accounts for it reads it again now and then (conduit-kv
+  // adds it to used_memory in its cron and counts it against maxmemory).
   uint64_t pinned_bytes = 0;
   // rdma's READ rendezvous (docs/PROTOCOL.md "Rendezvous"): owned slices offered to the
   // peer and offers this side READ; their bytes are in bytes_written / bytes_read too, but

@@ -224,19 +224,9 @@ Status RdmaConnection::setup_resources() {
   auto ctrl = arena_->pool->allocate(ctrl_bytes);
   if (!ctrl.ok()) return ctrl.status().annotate("rdma: control slots from the arena");
   r.ctrl = std::move(*ctrl);
-  if (scope_ == Scope::kPrivate) {
-    CONDUIT_ASSIGN_OR_RETURN(auto rx, RegisteredBuffer::create(r.pd, options_.rx_buffer,
-                                                               Access::kLocalWrite | Access::kRemoteWrite));
-    r.rx_private = std::make_shared<RegisteredBuffer>(std::move(rx));
-    r.rx = memory::Slice::foreign(r.rx_private->data(), r.rx_private->size(), [keep = r.rx_private] {});
-    r.rx_rkey = r.rx_private->mr().rkey();
-  } else {
-    CONDUIT_ASSIGN_OR_RETURN(r.rx, arena_->allocate_rx(scope_, options_.rx_buffer, options_.spare_areas));
-    if (scope_ == Scope::kMw) {
-      CONDUIT_ASSIGN_OR_RETURN(r.mw, MemoryWindow::create(r.pd));
-    } else {
-      r.rx_rkey = r.rx.keys(Arena::kDomain).rkey;
-    }
+  CONDUIT_RETURN_IF_ERROR(take_rx_area(options_.rx_initial));
+  if (scope_ == Scope::kMw) {
+    CONDUIT_ASSIGN_OR_RETURN(r.mw, MemoryWindow::create(r.pd));
   }
   stats_.pinned_bytes = r.ctrl.capacity() + r.rx.capacity();  // + the staging mirror once a write takes it
   for (uint32_t i = 0; i < ctrl_recv_slots(); ++i) CONDUIT_RETURN_IF_ERROR(post_recv_slot(i));
@@ -498,9 +488,67 @@ Status RdmaConnection::bind_rx_window() {
   return {};
 }
 
+// Puts a receive area of `bytes` in res_->rx (scope=private: registered for it alone;
+// otherwise from the arena) with its key for scope=private and shared; scope=mw keys it by
+// binding the window (bind_rx_window).  What was in res_->rx before is the caller's concern.
+Status RdmaConnection::take_rx_area(uint64_t bytes) {
+  QpResources& r = *res_;
+  if (scope_ == Scope::kPrivate) {
+    CONDUIT_ASSIGN_OR_RETURN(auto rx, RegisteredBuffer::create(r.pd, bytes, Access::kLocalWrite | Access::kRemoteWrite));
+    r.rx_private = std::make_shared<RegisteredBuffer>(std::move(rx));
+    r.rx = memory::Slice::foreign(r.rx_private->data(), bytes, [keep = r.rx_private] {});
+    r.rx_rkey = r.rx_private->mr().rkey();
+  } else {
+    CONDUIT_ASSIGN_OR_RETURN(r.rx, arena_->allocate_rx(scope_, bytes, options_.spare_areas));
+    if (scope_ == Scope::kShared) r.rx_rkey = r.rx.keys(Arena::kDomain).rkey;
+  }
+  rx_len_ = static_cast<uint32_t>(bytes);
+  stats_.pinned_bytes = r.ctrl.capacity() + r.rx.capacity() + r.tx.capacity();
+  return {};
+}
+
+// The peer filled an area smaller than rx_buffer and all of it is back (read and released,
+// no credit outstanding: the peer can write nothing): an rx_buffer-sized area replaces it.
+// scope=mw invalidates the window and binds it again over the new area, all before the
+// RegisterXferMemory on the same send queue; the old area goes back to the arena once the
+// first of those work requests has completed (the peer's old key is dead by then).  When no
+// larger area can be had the same one is advertised again and the connection stays small.
+Status RdmaConnection::grow_rx() {
+  QpResources& r = *res_;
+  SignalTracker& t = *r.tracker;
+  const uint32_t wrs = scope_ == Scope::kMw ? 3 : 1;  // invalidate, bind, RegisterXferMemory
+  if (free_ctrl_slots_.empty() || !t.can_post(wrs))
+    return Status(Code::kResourceExhausted, "rdma: no send-queue room to advertise a larger receive area");
+  memory::Slice old = r.rx;
+  std::shared_ptr<RegisteredBuffer> old_private = r.rx_private;
+  const uint32_t old_rkey = r.rx_rkey, old_len = rx_len_;
+  if (Status s = take_rx_area(options_.rx_buffer); !s.ok()) {
+    CONDUIT_LOG(kDebug) << "rdma: " << peer_ << " keeps its " << old_len
+                        << "-byte receive area: " << s.to_string();
+    r.rx = std::move(old);
+    r.rx_private = std::move(old_private);
+    r.rx_rkey = old_rkey;
+    rx_len_ = old_len;
+    grow_due_ = false;
+    grow_refused_ = true;
+    return register_rx();
+  }
+  const uint64_t first = t.posted();
+  if (scope_ == Scope::kMw) {
+    SendWr inv = SendWr::local_invalidate(r.mw->rkey()).id(make_wr_id(kWrBind, 0)).signaled();
+    CONDUIT_RETURN_IF_ERROR(qp()->post_send(inv));
+    t.on_posted(true);
+    CONDUIT_RETURN_IF_ERROR(bind_rx_window());
+  }
+  CONDUIT_RETURN_IF_ERROR(register_rx());
+  r.sent_from.emplace_back(first, std::move(old));  // released once the completion covers `first`
+  grow_due_ = false;
+  return {};
+}
+
 Status RdmaConnection::register_rx() {
   const memory::Slice& rx = res_->rx;
-  const uint32_t len = static_cast<uint32_t>(options_.rx_buffer);
+  const uint32_t len = rx_len_;
   CONDUIT_RETURN_IF_ERROR(send_ctrl(CtrlMsg::register_xfer(rx.address(), len, res_->rx_rkey)));
   rx_ = ConsumerCursor(RingGeometry(len));  // only once the message is on its way
   return {};
@@ -513,13 +561,17 @@ Status RdmaConnection::register_rx() {
 void RdmaConnection::return_space() {
   if (!sending()) return;
   const uint64_t upto = holds_.releasable(rx_.tail());
+  const bool all_back = rx_.returnable(upto) == rx_.geometry().capacity();
   Status s;
-  if (ring()) {
-    if (rx_.returnable(upto) < options_.credit_bytes || rx_.returnable(upto) == 0) return;
+  if (grow_due_) {
+    if (!all_back) return;  // no Credit until the whole area is back: then a larger one
+    s = grow_rx();
+  } else if (ring()) {
+    if (rx_.returnable(upto) < credit_step() || rx_.returnable(upto) == 0) return;
     s = send_ctrl(CtrlMsg::credit(rx_.returnable(upto)));
     if (s.ok()) (void)rx_.take_credits_to(upto);
   } else {
-    if (rx_.returnable(upto) != rx_.geometry().capacity()) return;
+    if (!all_back) return;
     s = register_rx();
   }
   if (s.ok()) {
@@ -553,7 +605,8 @@ Status RdmaConnection::handle_ctrl(const CtrlMsg& m) {
       }
       // The keeper registers spares of this size now, in the background, so that the first
       // write (here or on the next connection) finds a block without registering one.
-      if (m.length == options_.rx_buffer) arena_->spare_staging(m.length, options_.spare_areas);
+      if (m.length == options_.rx_buffer || m.length == options_.rx_initial)
+        arena_->spare_staging(m.length, options_.spare_areas);
       tx_known_ = true;
       tx_addr_ = m.addr;
       tx_rkey_ = m.rkey;
@@ -667,6 +720,9 @@ Status RdmaConnection::handle_completion(const Completion& wc) {
                                                   std::to_string(rx_.granted()) + " of its " +
                                                   std::to_string(rx_.geometry().capacity()) +
                                                   "-byte buffer were granted");
+        // The peer used all the space it was given: if that was an area smaller than
+        // rx_buffer, the next return of space is a larger area instead.
+        if (rx_.granted() == 0 && rx_len_ < options_.rx_buffer && !grow_refused_) grow_due_ = true;
       } else {
         CONDUIT_ASSIGN_OR_RETURN(CtrlMsg m, CtrlMsg::decode(recv_slot_data(slot), wc.byte_len));
         CONDUIT_RETURN_IF_ERROR(handle_ctrl(m));

@@ -135,7 +135,16 @@ class RdmaConnection final : public Connection,
   uint64_t hold_room() const {
     if (holds_.empty()) return UINT64_MAX;
     const uint64_t stretch = rx_.tail() - holds_.releasable(rx_.tail());
-    return stretch >= options_.hold_bytes ? 0 : options_.hold_bytes - stretch;
+    return stretch >= hold_limit() ? 0 : hold_limit() - stretch;
+  }
+  // hold_bytes and credit_bytes, scaled down while the receive area is smaller than
+  // rx_buffer (rx_initial): half and a quarter of it at most.
+  uint64_t hold_limit() const {
+    return rx_len_ < options_.rx_buffer ? std::min<uint64_t>(options_.hold_bytes, rx_len_ / 2) : options_.hold_bytes;
+  }
+  uint64_t credit_step() const {
+    return rx_len_ < options_.rx_buffer ? std::min<uint64_t>(options_.credit_bytes, rx_len_ / 4)
+                                        : options_.credit_bytes;
   }
   // After the peer disconnected, writing is pointless but the write handler must still run
   // once more so the writer learns it (its write then fails, as TCP's would with EPIPE).
@@ -230,6 +239,8 @@ class RdmaConnection final : public Connection,
   Status rv_wait();  // an offer is next but not READ yet: would-block, or the error once the peer is gone
   void rv_park();    // at close: what the NIC may still touch goes with res_ (after the QP)
   Status register_rx();
+  Status take_rx_area(uint64_t bytes);
+  Status grow_rx();
   Status bind_rx_window();
   Status cm_connect_params(bool accept);
   void established();
@@ -276,6 +287,12 @@ class RdmaConnection final : public Connection,
   // space goes back to the peer either all at once by re-registering the whole buffer once
   // it is consumed (baseline), or in credit_bytes steps by Credit messages (ring mode).
   ring::ConsumerCursor rx_{ring::RingGeometry(1)};
+  // The area's advertised length: rx_initial, then rx_buffer once the peer has filled it
+  // (grow_due_ from then until the whole area is back and the larger one is advertised;
+  // grow_refused_ once no larger area could be had: the connection stays at this size).
+  uint32_t rx_len_ = 0;
+  bool grow_due_ = false;
+  bool grow_refused_ = false;
   ring::HoldTracker holds_;  // read_owned views not yet released, by rx_ position
   bool hold_blocked_ = false;  // a read stopped at the hold bound: a release makes us runnable
   std::shared_ptr<RxShare> rx_share_;  // created by the first read_owned

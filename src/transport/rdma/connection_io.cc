@@ -480,7 +480,7 @@ Result<size_t> RdmaConnection::read_owned(memory::Chain& out, size_t max) {
   }
   if (rv_next()) return rv_wait();
   // The new view is held itself: with nothing held yet, up to hold_bytes of it.
-  const uint64_t room = holds_.empty() ? options_.hold_bytes : hold_room();
+  const uint64_t room = holds_.empty() ? hold_limit() : hold_room();
   if (room == 0) return hold_blocked();
   if (rx_.available() == 0) {
     if (peer_done()) {

@@ -47,6 +47,11 @@ Status parse_device(std::string_view, std::string_view text, O& o) {
 constexpr Row kRows[] = {
     Row::bytes_row("rx_buffer", "1M", kMinRxBuffer, kMaxRxBuffer, &O::rx_buffer,
                    "receive buffer the peer writes into (advertised by `RegisterXferMemory`)"),
+    Row::bytes_row("rx_initial", "256K", 0, kMaxRxBuffer, &O::rx_initial,
+                   "the receive area advertised first; once the peer has filled it (used all the space it was "
+                   "given) and all of it is read and released, an `rx_buffer`-sized area replaces it, advertised by "
+                   "a new `RegisterXferMemory` (PROTOCOL.md, \"Growing the receive area\"). Connections that carry "
+                   "little never pin more, and setup needs less fresh memory (most of its cost under Soft-RoCE). 0, or not below `rx_buffer`: `rx_buffer` from the start"),
     Row::number_row("send_depth", "256", 16, 16384, &O::send_depth,
                     "send queue entries; never overrun: data WRs are signaled at least every quarter"),
     Row::number_row("recv_depth", "256", 16, 16384, &O::recv_depth,
@@ -145,6 +150,8 @@ std::vector<OptionDoc> option_docs() { return document_option_table<O>(kRows); }
 
 Result<RdmaOptions> parse_options(const Endpoint& ep) {
   CONDUIT_ASSIGN_OR_RETURN(RdmaOptions o, parse_option_table<O>(kRows, ep));
+  o.rx_initial = o.rx_initial == 0 || o.rx_initial >= o.rx_buffer ? o.rx_buffer
+                                                                     : std::max<uint64_t>(o.rx_initial, kMinRxBuffer);
   o.credit_bytes = o.credit_bytes != 0 ? std::min(o.credit_bytes, o.rx_buffer) : o.rx_buffer / 4;
   o.hold_bytes = o.hold_bytes != 0 ? std::min(o.hold_bytes, o.rx_buffer) : o.rx_buffer / 2;
   return o;
