@@ -139,15 +139,15 @@ TEST_F(RdmaArena, RegisteredMemoryShowsTheArenaAndWhatConnectionsHold) {
   EXPECT_GE(m.pool.bytes_registered, own[0].pool.bytes_registered);
   EXPECT_LE(m.pool.bytes_registered, own_after[0].pool.bytes_registered);
   // Four connection ends: each holds its control slots and, since its first write, a
-  // staging area of the peer's receive area (rx_initial, 256 KiB by default: one byte
+  // staging area of the peer's receive area (rx_initial, 64 KiB by default: one byte
   // does not grow it) from the pool.
   uint64_t pinned = 0;
   for (auto* v : {&accepted, &clients})
     for (auto& c : *v) pinned += c->stats().pinned_bytes;
   const uint64_t rx_in_use = m.rx.bytes_in_use + m.rx_shared.bytes_in_use;
-  EXPECT_GE(m.pool.bytes_in_use, 4u * (256u << 10));
+  EXPECT_GE(m.pool.bytes_in_use, 4u * (64u << 10));
   if (has_mw_) {
-    EXPECT_GE(rx_in_use, 4u * (256u << 10)) << "scope=mw: the receive areas come from the arena";
+    EXPECT_GE(rx_in_use, 4u * (64u << 10)) << "scope=mw: the receive areas come from the arena";
     EXPECT_GT(m.rx.bytes_registered, 0u);
   }
   EXPECT_LE(pinned, m.pool.bytes_in_use + rx_in_use) << "the connections' slices lie in the arena";
@@ -187,7 +187,7 @@ TEST_F(RdmaArena, StagingIsTakenAtTheFirstWriteAndWaitsForBlocksAtTheCap) {
   });
   ASSERT_TRUE(run_until(loop, [&] { return connected && server && writable_calls == 1; }))
       << "the client never learned the server's buffer";
-  const uint64_t rx = 256u << 10;  // rx_initial's default: the area, and the staging that mirrors it
+  const uint64_t rx = 64u << 10;  // rx_initial's default: the area, and the staging that mirrors it
   EXPECT_LT(client.stats().pinned_bytes, rx + (rx >> 1)) << "setup took a staging area";
   EXPECT_LT(server->stats().pinned_bytes, rx + (rx >> 1));
   // Fill the arena (16 MiB) with the application's own blocks.  The spare keeper registers
@@ -205,7 +205,7 @@ TEST_F(RdmaArena, StagingIsTakenAtTheFirstWriteAndWaitsForBlocksAtTheCap) {
       break;
     }
     held.push_back(std::move(*s));
-    ASSERT_LT(held.size(), 256u) << "the arena's cap did not hold";
+    ASSERT_LT(held.size(), 1024u) << "the arena's cap did not hold";
   }
   const uint8_t msg[3] = {7, 8, 9};
   Result<size_t> w = client.write(msg);

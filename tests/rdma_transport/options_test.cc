@@ -17,12 +17,12 @@ RdmaOptions parse(const std::string& query) {
   return o.ok() ? *o : RdmaOptions{};
 }
 
-TEST(RdmaOptions, RxInitialStartsAtAQuarterOfTheDefaultBufferAndNeverExceedsIt) {
-  EXPECT_EQ(parse("").rx_initial, 256u << 10);
+TEST(RdmaOptions, RxInitialStartsAtTheProtocolMinimumAndNeverExceedsRxBuffer) {
+  EXPECT_EQ(parse("").rx_initial, 64u << 10);
   EXPECT_EQ(parse("").rx_buffer, 1u << 20);
   EXPECT_EQ(parse("?rx_initial=0").rx_initial, 1u << 20) << "0: rx_buffer from the start";
   EXPECT_EQ(parse("?rx_initial=4M").rx_initial, 1u << 20) << "above rx_buffer: rx_buffer";
-  EXPECT_EQ(parse("?rx_buffer=65536").rx_initial, 65536u) << "the default above a small rx_buffer";
+  EXPECT_EQ(parse("?rx_buffer=65536").rx_initial, 65536u) << "rx_buffer at the minimum: nothing smaller to start with";
   EXPECT_EQ(parse("?rx_initial=1000").rx_initial, kMinRxBuffer) << "below the protocol's minimum: the minimum";
   EXPECT_EQ(parse("?rx_buffer=8M&rx_initial=512K").rx_initial, 512u << 10);
   auto ep = Endpoint::parse("rdma://127.0.0.1:1?rx_initial=32M");

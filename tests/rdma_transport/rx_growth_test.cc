@@ -23,7 +23,7 @@ namespace {
 
 using namespace conduit::transport::testing;
 
-constexpr uint64_t kInitial = 256u << 10;  // rx_initial's default
+constexpr uint64_t kInitial = 64u << 10;   // rx_initial's default
 constexpr uint64_t kFull = 1u << 20;       // rx_buffer's default
 
 class RdmaRxGrowth : public RdmaDeviceTest {};

@@ -47,7 +47,7 @@ Status parse_device(std::string_view, std::string_view text, O& o) {
 constexpr Row kRows[] = {
     Row::bytes_row("rx_buffer", "1M", kMinRxBuffer, kMaxRxBuffer, &O::rx_buffer,
                    "receive buffer the peer writes into (advertised by `RegisterXferMemory`)"),
-    Row::bytes_row("rx_initial", "256K", 0, kMaxRxBuffer, &O::rx_initial,
+    Row::bytes_row("rx_initial", "64K", 0, kMaxRxBuffer, &O::rx_initial,
                    "the receive area advertised first; once the peer has filled it (used all the space it was "
                    "given) and all of it is read and released, an `rx_buffer`-sized area replaces it, advertised by "
                    "a new `RegisterXferMemory` (PROTOCOL.md, \"Growing the receive area\"). Connections that carry "

@@ -15,7 +15,7 @@ namespace conduit::transport::rdma {
 
 struct RdmaOptions {
   uint64_t rx_buffer = 1u << 20;
-  uint64_t rx_initial = 256u << 10;  // the first area advertised; grows to rx_buffer on traffic (normalized <= it)
+  uint64_t rx_initial = 64u << 10;   // the first area advertised; grows to rx_buffer on traffic (normalized <= it)
   uint64_t send_depth = 256;
   uint64_t recv_depth = 256;
   uint64_t inline_bytes = 64;
