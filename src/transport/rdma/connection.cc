@@ -1,5 +1,7 @@
 // RdmaConnection: setup, rdma_cm events, teardown, control messages and completion
-// handling.  The data path is in connection_io.cc, keepalives in connection_keepalive.cc.
+// handling.  The data path is in connection_io.cc, the receive area (its advertisement,
+// growth and the space given back) in connection_rx.cc, keepalives in
+// connection_keepalive.cc.
 #include "connection.h"
 
 #include <algorithm>
@@ -228,7 +230,6 @@ Status RdmaConnection::setup_resources() {
   if (scope_ == Scope::kMw) {
     CONDUIT_ASSIGN_OR_RETURN(r.mw, MemoryWindow::create(r.pd));
   }
-  stats_.pinned_bytes = r.ctrl.capacity() + r.rx.capacity();  // + the staging mirror once a write takes it
   for (uint32_t i = 0; i < ctrl_recv_slots(); ++i) CONDUIT_RETURN_IF_ERROR(post_recv_slot(i));
   for (uint32_t i = 0; i < kCtrlSendSlots; ++i) free_ctrl_slots_.push_back(kCtrlSendSlots - 1 - i);
   CONDUIT_RETURN_IF_ERROR(arm_cq());
@@ -467,126 +468,6 @@ Status RdmaConnection::send_ctrl(const CtrlMsg& m) {
   return {};
 }
 
-// scope=mw: binds the connection's window over its whole receive area (the area's own
-// region), remote write only, to this QP; the bind precedes the RegisterXferMemory that
-// carries its key on the same send queue, so the peer can never use the key before it holds.
-Status RdmaConnection::bind_rx_window() {
-  QpResources& r = *res_;
-  MemoryRegion* mr = arena_->rx_mw_registrar->find(r.rx.keys(Arena::kDomain).lkey);
-  if (mr == nullptr) return Status(Code::kInternal, "rdma: receive area has no region to bind a window over");
-  SignalTracker& t = *r.tracker;
-  if (!t.can_post(1)) return Status(Code::kResourceExhausted, "rdma: send queue full at setup");
-  const uint32_t rkey = r.mw->next_rkey();
-  SendWr wr = SendWr::bind_mw(r.mw->native_handle(), rkey, mr->native_handle(), mr->addr(), mr->size(),
-                              IBV_ACCESS_REMOTE_WRITE)
-                  .id(make_wr_id(kWrBind, 0))
-                  .signaled();
-  CONDUIT_RETURN_IF_ERROR(qp()->post_send(wr));
-  t.on_posted(true);
-  r.mw->bound(rkey);
-  r.rx_rkey = rkey;
-  return {};
-}
-
-// Puts a receive area of `bytes` in res_->rx (scope=private: registered for it alone;
-// otherwise from the arena) with its key for scope=private and shared; scope=mw keys it by
-// binding the window (bind_rx_window).  What was in res_->rx before is the caller's concern.
-Status RdmaConnection::take_rx_area(uint64_t bytes) {
-  QpResources& r = *res_;
-  if (scope_ == Scope::kPrivate) {
-    CONDUIT_ASSIGN_OR_RETURN(auto rx, RegisteredBuffer::create(r.pd, bytes, Access::kLocalWrite | Access::kRemoteWrite));
-    r.rx_private = std::make_shared<RegisteredBuffer>(std::move(rx));
-    r.rx = memory::Slice::foreign(r.rx_private->data(), bytes, [keep = r.rx_private] {});
-    r.rx_rkey = r.rx_private->mr().rkey();
-  } else {
-    CONDUIT_ASSIGN_OR_RETURN(r.rx, arena_->allocate_rx(scope_, bytes, options_.spare_areas));
-    if (scope_ == Scope::kShared) r.rx_rkey = r.rx.keys(Arena::kDomain).rkey;
-  }
-  rx_len_ = static_cast<uint32_t>(bytes);
-  stats_.pinned_bytes = r.ctrl.capacity() + r.rx.capacity() + r.tx.capacity();
-  return {};
-}
-
-// The peer filled an area smaller than rx_buffer and all of it is back (read and released,
-// no credit outstanding: the peer can write nothing): an rx_buffer-sized area replaces it.
-// scope=mw invalidates the window and binds it again over the new area, all before the
-// RegisterXferMemory on the same send queue; the old area goes back to the arena once the
-// first of those work requests has completed (the peer's old key is dead by then).  When no
-// larger area can be had the same one is advertised again and the connection stays small.
-Status RdmaConnection::grow_rx() {
-  QpResources& r = *res_;
-  SignalTracker& t = *r.tracker;
-  const uint32_t wrs = scope_ == Scope::kMw ? 3 : 1;  // invalidate, bind, RegisterXferMemory
-  if (free_ctrl_slots_.empty() || !t.can_post(wrs))
-    return Status(Code::kResourceExhausted, "rdma: no send-queue room to advertise a larger receive area");
-  memory::Slice old = r.rx;
-  std::shared_ptr<RegisteredBuffer> old_private = r.rx_private;
-  const uint32_t old_rkey = r.rx_rkey, old_len = rx_len_;
-  if (Status s = take_rx_area(options_.rx_buffer); !s.ok()) {
-    CONDUIT_LOG(kDebug) << "rdma: " << peer_ << " keeps its " << old_len
-                        << "-byte receive area: " << s.to_string();
-    r.rx = std::move(old);
-    r.rx_private = std::move(old_private);
-    r.rx_rkey = old_rkey;
-    rx_len_ = old_len;
-    grow_due_ = false;
-    grow_refused_ = true;
-    return register_rx();
-  }
-  const uint64_t first = t.posted();
-  if (scope_ == Scope::kMw) {
-    SendWr inv = SendWr::local_invalidate(r.mw->rkey()).id(make_wr_id(kWrBind, 0)).signaled();
-    CONDUIT_RETURN_IF_ERROR(qp()->post_send(inv));
-    t.on_posted(true);
-    CONDUIT_RETURN_IF_ERROR(bind_rx_window());
-  }
-  CONDUIT_RETURN_IF_ERROR(register_rx());
-  r.sent_from.emplace_back(first, std::move(old));  // released once the completion covers `first`
-  grow_due_ = false;
-  return {};
-}
-
-Status RdmaConnection::register_rx() {
-  const memory::Slice& rx = res_->rx;
-  const uint32_t len = rx_len_;
-  CONDUIT_RETURN_IF_ERROR(send_ctrl(CtrlMsg::register_xfer(rx.address(), len, res_->rx_rkey)));
-  rx_ = ConsumerCursor(RingGeometry(len));  // only once the message is on its way
-  return {};
-}
-
-// Gives consumed space back to the writer: in ring mode a Credit once credit_bytes are
-// consumed; in the baseline the whole buffer, re-registered, once all of it is consumed.
-// Consumed means read *and* released: space under a read_owned view still held stays the
-// reader's (so do the bytes after it, which HoldTracker cannot return out of order).
-void RdmaConnection::return_space() {
-  if (!sending()) return;
-  const uint64_t upto = holds_.releasable(rx_.tail());
-  const bool all_back = rx_.returnable(upto) == rx_.geometry().capacity();
-  Status s;
-  if (grow_due_) {
-    if (!all_back) return;  // no Credit until the whole area is back: then a larger one
-    s = grow_rx();
-  } else if (ring()) {
-    if (rx_.returnable(upto) < credit_step() || rx_.returnable(upto) == 0) return;
-    s = send_ctrl(CtrlMsg::credit(rx_.returnable(upto)));
-    if (s.ok()) (void)rx_.take_credits_to(upto);
-  } else {
-    if (!all_back) return;
-    s = register_rx();
-  }
-  if (s.ok()) {
-    credit_blocked_ = false;
-    return;
-  }
-  if (s.code() == Code::kResourceExhausted) {
-    // No control slot or send-queue room: retried when a send completion frees one.
-    credit_blocked_ = true;
-    ensure_send_events();
-    return;
-  }
-  fail(s);
-}
-
 Status RdmaConnection::handle_ctrl(const CtrlMsg& m) {
   switch (static_cast<Opcode>(m.opcode)) {
     case Opcode::kRegisterXferMemory: {
@@ -601,7 +482,7 @@ Status RdmaConnection::handle_ctrl(const CtrlMsg& m) {
                                                     std::to_string(arena_->pool->options().cap_bytes) + " bytes");
       if (res_->tx.capacity() < m.length && res_->tx.capacity() != 0) {
         res_->tx = memory::Slice();  // too small for the new buffer: a larger one at the next write
-        stats_.pinned_bytes = res_->ctrl.capacity() + res_->rx.capacity();
+        count_pinned();
       }
       // The keeper registers spares of this size now, in the background, so that the first
       // write (here or on the next connection) finds a block without registering one.

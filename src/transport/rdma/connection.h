@@ -238,10 +238,13 @@ class RdmaConnection final : public Connection,
   void rv_consume(size_t n);
   Status rv_wait();  // an offer is next but not READ yet: would-block, or the error once the peer is gone
   void rv_park();    // at close: what the NIC may still touch goes with res_ (after the QP)
+  // The receive area (connection_rx.cc).
   Status register_rx();
   Status take_rx_area(uint64_t bytes);
   Status grow_rx();
   Status bind_rx_window();
+  // stats_.pinned_bytes: control slots, receive area and (once taken) the staging mirror.
+  void count_pinned() { stats_.pinned_bytes = res_->ctrl.capacity() + res_->rx.capacity() + res_->tx.capacity(); }
   Status cm_connect_params(bool accept);
   void established();
   void open();

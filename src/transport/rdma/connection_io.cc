@@ -267,7 +267,7 @@ Status RdmaConnection::ensure_staging() {
   }
   if (!tx.ok()) return tx.status().annotate("rdma: staging area from the arena");
   res_->tx = std::move(*tx);
-  stats_.pinned_bytes = res_->ctrl.capacity() + res_->rx.capacity() + res_->tx.capacity();
+  count_pinned();
   return {};
 }
 
