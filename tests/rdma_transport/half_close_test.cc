@@ -4,7 +4,6 @@
 // peer looks like) keeps the baseline, where shutdown_write() is a clear error.
 #include <gtest/gtest.h>
 
-#include <random>
 
 #include "conduit/transport/connection.h"
 #include "rdma_test_util.h"
@@ -58,13 +57,6 @@ Outcome send_then_shut(reactor::EventLoop& loop, Connection& a, Connection& b, c
   a.set_write_handler(nullptr);
   b.set_read_handler(nullptr);
   return out;
-}
-
-std::vector<uint8_t> random_bytes(size_t n, uint32_t seed) {
-  std::vector<uint8_t> v(n);
-  std::mt19937 rng(seed);
-  for (auto& b : v) b = static_cast<uint8_t>(rng());
-  return v;
 }
 
 // Both directions shut one after the other (the orderly close), in ring mode and in the

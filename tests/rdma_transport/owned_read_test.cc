@@ -5,7 +5,6 @@
 #include <gtest/gtest.h>
 #include <time.h>
 
-#include <random>
 #include <thread>
 
 #include "conduit/memory/buffer.h"
@@ -17,13 +16,6 @@ namespace conduit::transport {
 namespace {
 
 using namespace conduit::transport::testing;
-
-std::vector<uint8_t> random_bytes(size_t n, uint32_t seed) {
-  std::vector<uint8_t> v(n);
-  std::mt19937 rng(seed);
-  for (auto& b : v) b = static_cast<uint8_t>(rng());
-  return v;
-}
 
 class RdmaOwnedRead : public RdmaDeviceTest {};
 

@@ -1,5 +1,6 @@
 // Helpers shared by the rdma:// transport tests: the device fixture, a bounded event-loop
-// wait, a connected pair on one loop, a handler-driven transfer, the thread's CPU time.
+// wait, a connected pair on one loop, a handler-driven transfer, the thread's CPU time,
+// random test data.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -7,7 +8,9 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -19,6 +22,17 @@
 namespace conduit::transport::testing {
 
 inline constexpr uint64_t kMs = 1'000'000;
+
+// n pseudo-random bytes from `seed` (four per draw: a byte per draw is slow under ASan).
+inline std::vector<uint8_t> random_bytes(size_t n, uint32_t seed) {
+  std::vector<uint8_t> v(n);
+  std::mt19937 rng(seed);
+  for (size_t i = 0; i < n; i += 4) {
+    const uint32_t r = rng();
+    std::memcpy(v.data() + i, &r, std::min<size_t>(4, n - i));
+  }
+  return v;
+}
 
 // The arenas' spare keepers register ahead of demand on their own threads: registered
 // totals are stable, and a pool at its cap stays there, once they have nothing left to do.

@@ -8,7 +8,6 @@
 
 #include <atomic>
 #include <cstring>
-#include <random>
 #include <thread>
 
 #include "conduit/memory/buffer.h"
@@ -27,16 +26,6 @@ constexpr uint64_t kInitial = 64u << 10;   // rx_initial's default
 constexpr uint64_t kFull = 1u << 20;       // rx_buffer's default
 
 class RdmaRxGrowth : public RdmaDeviceTest {};
-
-std::vector<uint8_t> random_bytes(size_t n, uint32_t seed) {
-  std::vector<uint8_t> v(n);
-  std::mt19937 rng(seed);
-  for (size_t i = 0; i < n; i += 4) {
-    const uint32_t r = rng();
-    std::memcpy(v.data() + i, &r, std::min<size_t>(4, n - i));
-  }
-  return v;
-}
 
 TEST_F(RdmaRxGrowth, TheAreaStartsSmallAndGrowsOnceThePeerFillsIt) {
   for (const char* opts : {"", "?features=none", "?scope=private", "?scope=shared", "?scope=shared&features=none"}) {
