@@ -42,8 +42,8 @@ constexpr OptionRow kOptions[] = {
      0, 1000000, false, [](EndpointOptions& o, uint64_t v) { o.busy_poll_us = v; },
      [](const EndpointOptions& o) -> uint64_t { return o.busy_poll_us; }},
     {"timeout", "17", "1–31",
-     "rdma: local ACK timeout exponent, 4.096 us * 2^timeout per try (17 = 537 ms; rdma_cm's own choice on rxe is "
-     "about 2 s). Bounds how long a peer's packet waits when the other side recovers its queue pair second",
+     "rdma: local ACK timeout exponent, 4.096 us * 2^timeout per try (17 = 537 ms, as rdma:// uses). Bounds how "
+     "long a peer's packet waits when the other side recovers its queue pair second",
      1, 31, false, [](EndpointOptions& o, uint64_t v) { o.timeout = static_cast<uint8_t>(v); },
      [](const EndpointOptions& o) -> uint64_t { return o.timeout; }},
 };

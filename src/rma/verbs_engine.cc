@@ -22,10 +22,11 @@
 //
 // Recovery after a remote access error: RC fails the queue pair of *both* sides (the
 // requester on the NAK, the responder on the violation, IBA class C), flushing everything
-// posted.  The endpoint survives it: the op that caused it fails with kPermissionDenied, the
-// flushed sends are drained (not the receives: maybe_finish_recovery), and both sides reset the same QP in place (CmId::reset_qp: RESET
-// -> RTS with the connection's rdma_cm attributes) with a PSN both derive from the count of
-// recoveries, re-post their receives and then the flushed ops, in order.  Whichever side is
+// posted.  The endpoint survives it: the op that caused it fails with kPermissionDenied,
+// the flushed sends are drained (not the receives: maybe_finish_recovery), and both sides
+// reset the same QP in place (CmId::reset_qp: RESET -> RTS with the connection's rdma_cm
+// attributes) with a PSN both derive from the count of recoveries, re-post their receives
+// and then the flushed ops, in order.  Whichever side is
 // back first has its packets dropped by the other until it is back too, and retransmits.
 // Exposures (windows bound to this QP, regions) and the peer's descriptors stay valid: the
 // QP keeps its number.  Which flushed ops may run again: the side that got the NAK knows
