@@ -3,7 +3,9 @@
 //   solicited  the receiver arms for solicited completions and wakes once per batch;
 //   half-close shutdown_write() (half_close_test.cc).
 // All are offered by default and fall back to the Valkey baseline when either side
-// does not offer them (features=none is what a Valkey peer looks like).
+// does not offer them (features=none is what a Valkey peer looks like).  Between Conduit
+// peers they are settled in the connection handshake (a Hello in rdma_cm's private data);
+// with cm_features=false on either side, by GetServerFeature / SetClientFeature messages.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -48,15 +50,57 @@ TEST_F(RdmaExtensions, NegotiatedOnlyWhenBothSidesOfferThem) {
       {"?features=9", "?features=10", "half-close"},
       {"?features=1", "?features=2", ""},
   };
-  for (const Case& c : cases) {
-    SCOPED_TRACE("server '" + c.server + "' client '" + c.client + "'");
-    auto p = make_pair(addr_, c.server, c.client);
-    ASSERT_TRUE(p.ok()) << p.status().to_string();
-    EXPECT_EQ(settle(**p, c.want), c.want + "/" + c.want);
-    // And the connection works in that mode.
-    std::vector<uint8_t> data(200000);
-    for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<uint8_t>(i * 7);
-    EXPECT_TRUE(transfer(*(*p)->loop, *(*p)->client, *(*p)->server, data, 3000, 7001) == data);
+  // In the handshake (a Hello both ways, the default), or by messages when either side
+  // has cm_features=false (as with a Valkey peer or an older Conduit): the same outcome.
+  const auto with = [](const std::string& opts, const char* more) {
+    return *more == 0 ? opts : opts + (opts.empty() ? "?" : "&") + more;
+  };
+  for (const char* server_more : {"", "cm_features=false"}) {
+    for (const char* client_more : {"", "cm_features=false"}) {
+      if (*server_more != 0 && *client_more != 0) continue;
+      for (const Case& c : cases) {
+        const std::string server = with(c.server, server_more), client = with(c.client, client_more);
+        SCOPED_TRACE("server '" + server + "' client '" + client + "'");
+        auto p = make_pair(addr_, server, client);
+        ASSERT_TRUE(p.ok()) << p.status().to_string();
+        EXPECT_EQ(settle(**p, c.want), c.want + "/" + c.want);
+        // And the connection works in that mode.
+        std::vector<uint8_t> data(200000);
+        for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<uint8_t>(i * 7);
+        EXPECT_TRUE(transfer(*(*p)->loop, *(*p)->client, *(*p)->server, data, 3000, 7001) == data);
+      }
+    }
+  }
+}
+
+// Settled in the handshake, the extensions are in force on the server when it hands the
+// connection over (at ESTABLISHED, before any message); by messages, the server learns them
+// only from the client's SetClientFeature, which follows its answer to GetServerFeature.
+TEST_F(RdmaExtensions, AHelloSettlesTheExtensionsBeforeAnyMessage) {
+  const std::string all = "ring,solicited,half-close,rendezvous";
+  for (const char* client_opts : {"", "?cm_features=false"}) {
+    SCOPED_TRACE(std::string("client '") + client_opts + "'");
+    auto loop = EventLoop::create();
+    ASSERT_TRUE(loop.ok());
+    std::unique_ptr<Connection> server;
+    std::string at_accept = "(not accepted)", at_connect = "(not connected)";
+    auto l = listen(**loop, "rdma://" + addr_ + ":0", [&](std::unique_ptr<Connection> c) {
+      at_accept = std::string(c->caps().extensions);
+      server = std::move(c);
+    });
+    ASSERT_TRUE(l.ok()) << l.status().to_string();
+    Status st = Status::InProgress();
+    auto client = connect(**loop, (*l)->url() + client_opts, [&](Connection& c, Status s) {
+      at_connect = std::string(c.caps().extensions);
+      st = s;
+    });
+    ASSERT_TRUE(client.ok()) << client.status().to_string();
+    ASSERT_TRUE(run_until(**loop, [&] { return server && !st.in_progress(); }, 10000));
+    ASSERT_TRUE(st.ok()) << st.to_string();
+    EXPECT_EQ(at_connect, all);  // the client waits for the answer either way
+    EXPECT_EQ(at_accept, *client_opts == 0 ? all : "");
+    run_until(**loop, [&] { return std::string(server->caps().extensions) == all; }, 5000);
+    EXPECT_EQ(std::string(server->caps().extensions), all);
   }
 }
 

@@ -175,5 +175,32 @@ TEST(RdmaProtocol, RejectsMalformedRendezvousMessages) {
   EXPECT_EQ(CtrlMsg::decode(b, 31).status().code(), Code::kProtocolError);
 }
 
+// The Hello of rdma_connect / rdma_accept private data (cm_features).
+TEST(RdmaProtocol, HelloLayout) {
+  uint8_t b[kHelloSize];
+  encode_hello(0x0102030405060708ull, b);
+  const uint8_t want[kHelloSize] = {'C', 'D', 'H', 'L', 1, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8};
+  for (size_t i = 0; i < kHelloSize; ++i) EXPECT_EQ(b[i], want[i]) << i;
+  EXPECT_EQ(decode_hello(b), 0x0102030405060708ull);
+  // rdma_cm hands over more than was sent, zero-filled (rdma_get_cm_event(3)): still a Hello.
+  uint8_t padded[56] = {};
+  encode_hello(kFeatureRing | kFeatureHalfClose, *reinterpret_cast<uint8_t(*)[kHelloSize]>(padded));
+  EXPECT_EQ(decode_hello(padded), kFeatureRing | kFeatureHalfClose);
+}
+
+TEST(RdmaProtocol, NoHelloInZeroesOtherRecordsOrOtherVersions) {
+  const uint8_t zeroes[56] = {};  // what a Valkey peer's request or reply carries
+  EXPECT_FALSE(decode_hello(zeroes).has_value());
+  EXPECT_FALSE(decode_hello({}).has_value());
+  uint8_t b[kHelloSize];
+  encode_hello(3, b);
+  EXPECT_FALSE(decode_hello(std::span<const uint8_t>(b, kHelloSize - 1)).has_value());  // cut short
+  b[kHelloVersionOff] = 2;
+  EXPECT_FALSE(decode_hello(b).has_value());  // a later version: asked with messages instead
+  uint8_t refusal[kRefusalSize];
+  encode_refusal(Refusal::kNotAdmitted, refusal);
+  EXPECT_FALSE(decode_hello(refusal).has_value());
+}
+
 }  // namespace
 }  // namespace conduit::transport::rdma

@@ -136,6 +136,7 @@ Result<std::unique_ptr<RdmaConnection>> RdmaConnection::start_accept(LoopContext
   c->res_->id->set_user_data(static_cast<CmSink*>(c.get()));
   c->req_initiator_depth_ = request.initiator_depth;
   c->req_responder_resources_ = request.responder_resources;
+  c->req_hello_ = decode_hello(request.private_data);
   c->peer_ = c->res_->id->peer_address().to_string();
   c->local_ = c->res_->id->local_address().to_string();
   CONDUIT_RETURN_IF_ERROR(c->setup_resources());
@@ -164,10 +165,15 @@ Status RdmaConnection::cm_connect_params(bool accept) {
   const auto clamp = [](int dev) { return static_cast<uint8_t>(std::clamp(dev, 1, kMaxReadDepth)); };
   const uint8_t dev_initiator = attr ? clamp(attr->max_qp_init_rd_atom) : 1;
   const uint8_t dev_responder = attr ? clamp(attr->max_qp_rd_atom) : 1;
+  uint8_t hello[kHelloSize];
   if (!accept) {
     read_initiator_depth_ = dev_initiator;  // settled by the reply: see established()
     read_responder_resources_ = dev_responder;
-    return id.connect({}, dev_initiator, dev_responder, rnr, retry);
+    // A Hello offers our features in the request (a Valkey server ignores it).
+    hello_offered_ = options_.cm_features ? offered_features() : 0;
+    if (hello_offered_ == 0) return id.connect({}, dev_initiator, dev_responder, rnr, retry);
+    encode_hello(hello_offered_, hello);
+    return id.connect(hello, dev_initiator, dev_responder, rnr, retry);
   }
   // Never more outstanding READs than the requester serves, nor serving more than it may
   // issue. rdma_cm reports the request from our side already (rdma_get_cm_event(3): the
@@ -175,7 +181,14 @@ Status RdmaConnection::cm_connect_params(bool accept) {
   // its fields bound ours of the same name (rdma_accept(3)).
   read_initiator_depth_ = std::min(dev_initiator, req_initiator_depth_);
   read_responder_resources_ = std::min(dev_responder, req_responder_resources_);
-  return id.accept({}, read_initiator_depth_, read_responder_resources_, rnr, retry);
+  // The request's Hello is answered with what both offer, in force from ESTABLISHED.  A
+  // server that offers nothing answers none (it looks like Valkey: the client asks).
+  if (!req_hello_ || !options_.cm_features || offered_features() == 0)
+    return id.accept({}, read_initiator_depth_, read_responder_resources_, rnr, retry);
+  features_ = *req_hello_ & offered_features();
+  hello_done_ = true;
+  encode_hello(features_, hello);
+  return id.accept(hello, read_initiator_depth_, read_responder_resources_, rnr, retry);
 }
 
 Status RdmaConnection::setup_resources() {
@@ -367,7 +380,17 @@ void RdmaConnection::on_cm_event(CmEvent& ev) {
         // may issue), ev.responder_resources its initiator depth (READs we serve).
         read_initiator_depth_ = std::min(read_initiator_depth_, ev.initiator_depth);
         read_responder_resources_ = std::min(read_responder_resources_, ev.responder_resources);
+        // The reply's Hello, if our request carried one: the features both run from now on.
+        if (auto chosen = hello_offered_ != 0 ? decode_hello(ev.private_data) : std::nullopt) {
+          if ((*chosen & ~hello_offered_) != 0)
+            return fail(Status(Code::kProtocolError, "rdma: server selected features " + std::to_string(*chosen) +
+                                                         " in its reply, beyond the " + std::to_string(hello_offered_) +
+                                                         " offered"));
+          features_ = *chosen;
+          hello_done_ = true;
+        }
       }
+      if (hello_done_) CONDUIT_LOG(kDebug) << "rdma: " << peer_ << " negotiated features " << features_ << " in the handshake";
       established();
       return;
     case RDMA_CM_EVENT_DISCONNECTED:
@@ -415,7 +438,7 @@ void RdmaConnection::established() {
   if (s.ok()) s = register_rx();
   // A client asks for the server's features; a Valkey server answers 0.  The server side
   // never starts negotiation (Valkey clients may not send anything but RegisterXferMemory).
-  if (s.ok() && client_side_ && offered_features() != 0) {
+  if (s.ok() && client_side_ && !hello_done_ && offered_features() != 0) {
     s = send_ctrl(CtrlMsg::feature(Opcode::kGetServerFeature, offered_features()));
     awaiting_features_ = s.ok();
   }
@@ -525,6 +548,8 @@ Status RdmaConnection::handle_ctrl(const CtrlMsg& m) {
     }
     case Opcode::kSetClientFeature:
       if (client_side_) return Status(Code::kProtocolError, "rdma: server sent SetClientFeature");
+      if (hello_done_)
+        return Status(Code::kProtocolError, "rdma: SetClientFeature after the features were settled in the handshake");
       if (m.select != 0 || (m.features & ~offered_features()) != 0)
         return Status(Code::kProtocolError, "rdma: peer selected unsupported features " + std::to_string(m.features));
       features_ = m.features;

@@ -273,6 +273,13 @@ class RdmaConnection final : public Connection,
   // accept exceeds neither.
   uint8_t req_initiator_depth_ = 1;
   uint8_t req_responder_resources_ = 1;
+  // Hello (protocol.h; option cm_features): the bits the request's Hello offered (server:
+  // nullopt when it carried none), and the bits our own request offered (client: 0 when it
+  // carried none).  hello_done_: the features were settled in the handshake, so neither
+  // GetServerFeature nor SetClientFeature is sent, and a SetClientFeature is a protocol error.
+  std::optional<uint64_t> req_hello_;
+  uint64_t hello_offered_ = 0;
+  bool hello_done_ = false;
   // RDMA READ resources as rdma_cm settled them (PROTOCOL.md "Rendezvous": reserved on
   // every connection so the rendezvous extension can be negotiated later): READs this side
   // may have outstanding as initiator, and the peer's READs it serves at once as target.

@@ -74,6 +74,11 @@ constexpr Row kRows[] = {
     Row::custom_row("features", "all", parse_features, "`all`, `none`, mask",
                     "extensions to offer: bit 0 ring, bit 1 solicited, bit 2 rendezvous, bit 3 half-close (PROTOCOL.md); "
                     "`none` behaves exactly like a Valkey peer"),
+    Row::bool_row("cm_features", "true", &O::cm_features,
+                  "negotiate `features` inside the connection handshake (a Hello in rdma_cm's private data, "
+                  "PROTOCOL.md): both sides run the extensions from ESTABLISHED, without the GetServerFeature "
+                  "round trip and the SetClientFeature message. A peer that does not answer there (Valkey, older "
+                  "Conduit) is asked with messages as before. `false`: messages only"),
     Row::bytes_row("credit_bytes", "0", 0, kMaxRxBuffer, &O::credit_bytes,
                    "ring mode: return space to the writer in steps of this many consumed bytes (0 = `rx_buffer`/4)")
         .default_is("`rx_buffer`/4"),

@@ -33,6 +33,7 @@ struct RdmaOptions {
   uint64_t poll_us = 100;      // adaptive polling window bound (conduit/base/adaptive_spin.h); 0 = event mode
   uint64_t busy_poll_us = 0;   // fixed polling window instead (overrides poll_us)
   std::string features = "all";
+  bool cm_features = true;  // negotiate `features` in the CM handshake's private data (protocol.h, Hello)
   std::string device;
   bool srq = false;  // receives from the loop's shared receive queue (SrqPool)
   uint64_t srq_depth = 4096;

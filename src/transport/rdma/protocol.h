@@ -25,6 +25,16 @@
 //   A client that finds it reports kResourceExhausted (the listener exists and said no);
 //   any other reject is kUnavailable (no listener, or a peer that is not Conduit).
 //
+// Hello (Conduit extension, private data of rdma_connect and rdma_accept, 16 bytes; not a
+// control message; URL option `cm_features`)
+//     0  u32 magic 'CDHL' | 4 u8 version (1) | 5..7 reserved (0) | 8 u64 features (select 0)
+//   The client's request carries the bits it offers; a Conduit server that offers any answers
+//   in its reply with the bits both offer, and from ESTABLISHED both sides run them: neither
+//   sends GetServerFeature nor SetClientFeature.  A reply without a Hello (Valkey, whose
+//   reply's private data is zeroes; a Conduit server with features=none or cm_features=false)
+//   leaves the client to ask with GetServerFeature as before.  A server that finds no Hello
+//   in the request (Valkey clients send none) never sends one.
+//
 // Conduit's own opcodes start at 0x8000, clear of any the Valkey protocol may add.
 //
 // Version: the protocol has no version field; capabilities beyond the baseline are
@@ -189,5 +199,18 @@ void encode_refusal(Refusal why, uint8_t (&out)[kRefusalSize]);
 // The reason carried by a reject's private data, or nullopt when it is not a Refusal.
 std::optional<Refusal> decode_refusal(std::span<const uint8_t> private_data);
 std::string_view refusal_name(Refusal why);
+
+// The Hello record above: the feature bits (select 0) of a connect request or its reply.
+inline constexpr size_t kHelloSize = 16;
+inline constexpr uint32_t kHelloMagic = 0x4344484c;  // "CDHL"
+inline constexpr uint8_t kHelloVersion = 1;
+inline constexpr size_t kHelloVersionOff = 4;
+inline constexpr size_t kHelloFeaturesOff = 8;
+static_assert(kHelloFeaturesOff + sizeof(uint64_t) == kHelloSize);
+static_assert(kHelloSize <= 56, "must fit a connect request's private data (rdma_connect(3))");
+void encode_hello(uint64_t features, uint8_t (&out)[kHelloSize]);
+// The features a connect request's or reply's private data offers, or nullopt when it holds
+// no Hello of this version (zeroes, another magic, too short).
+std::optional<uint64_t> decode_hello(std::span<const uint8_t> private_data);
 
 }  // namespace conduit::transport::rdma
