@@ -243,7 +243,7 @@ Status RdmaConnection::setup_resources() {
   if (scope_ == Scope::kMw) {
     CONDUIT_ASSIGN_OR_RETURN(r.mw, MemoryWindow::create(r.pd));
   }
-  for (uint32_t i = 0; i < ctrl_recv_slots(); ++i) CONDUIT_RETURN_IF_ERROR(post_recv_slot(i));
+  CONDUIT_RETURN_IF_ERROR(post_all_recv_slots());
   for (uint32_t i = 0; i < kCtrlSendSlots; ++i) free_ctrl_slots_.push_back(kCtrlSendSlots - 1 - i);
   CONDUIT_RETURN_IF_ERROR(arm_cq());
   CONDUIT_RETURN_IF_ERROR(ctx_->loop().add(r.channel->fd(), reactor::kReadable, this));
@@ -467,6 +467,22 @@ void RdmaConnection::open() {
 
 // ---------------------------------------------------------------------------------------
 // Control messages and completions
+
+// At setup: every control slot's receive in one chain, one ibv_post_recv (272 calls by
+// default otherwise, ~0.1 ms of a setup under Soft-RoCE).
+Status RdmaConnection::post_all_recv_slots() {
+  if (res_->srq) return {};
+  const uint32_t n = ctrl_recv_slots();
+  std::vector<ibv_sge> sges(n);
+  std::vector<RecvWr> wrs(n);
+  RecvChain chain;
+  for (uint32_t i = 0; i < n; ++i) {
+    sges[i] = sge_of(res_->ctrl, static_cast<size_t>(i) * kCtrlSize, kCtrlSize);
+    wrs[i] = RecvWr::make(&sges[i], 1, make_wr_id(kWrRecv, i));
+    chain.append(wrs[i]);
+  }
+  return chain.empty() ? Status() : qp()->post_recv(chain);
+}
 
 Status RdmaConnection::post_recv_slot(uint32_t slot) {
   if (res_->srq) return {};  // the pool re-posts the slot once the completion has been handled

@@ -178,6 +178,7 @@ class RdmaConnection final : public Connection,
     return res_->srq ? res_->srq->slot_data(slot) : res_->ctrl.data() + static_cast<size_t>(slot) * kCtrlSize;
   }
   Status post_recv_slot(uint32_t slot);
+  Status post_all_recv_slots();  // setup: all of them, one post
   Status send_ctrl(const CtrlMsg& m);
   Status post_data(ring::Extent e, bool solicit);
   Status post_owned(size_t index, bool solicit);
