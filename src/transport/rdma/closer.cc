@@ -16,7 +16,7 @@ using ring::RingGeometry;
 
 void Closer::start(uint64_t linger_ms) {
   res_->id->set_user_data(static_cast<CmSink*>(this));
-  if (Status s = ctx_->loop().add(res_->channel->fd(), reactor::kReadable, this); !s.ok()) return finish(s.to_string());
+  res_->hub->attach(res_->cq->native_handle(), this);
   watched_ = true;
   // The connection may have armed the CQ for solicited completions only; the completion
   // we wait for is a send completion.  Re-arm for all and look at what is already there.
@@ -31,12 +31,9 @@ void Closer::start(uint64_t linger_ms) {
   pump();
 }
 
-void Closer::on_events(uint32_t) {
+void Closer::on_cq_event(int) {
   if (done_) return;
-  Status s;
-  auto events = res_->cq->consume_events();
-  if (!events.ok()) s = events.status();
-  if (s.ok()) s = res_->cq->arm();
+  Status s = res_->cq->arm();
   if (!s.ok()) return finish(s.to_string());
   if (poll()) pump();
 }
@@ -132,7 +129,7 @@ void Closer::finish(const std::string& why) {
   if (!why.empty()) CONDUIT_LOG(kDebug) << "rdma: graceful close to " << peer_ << " cut short: " << why;
   if (timer_ != 0) ctx_->loop().cancel(timer_);
   timer_ = 0;
-  if (watched_) (void)ctx_->loop().remove(res_->channel->fd());
+  if (watched_) res_->hub->detach(res_->cq->native_handle());
   watched_ = false;
   res_->disconnect();
   res_->id->set_user_data(nullptr);

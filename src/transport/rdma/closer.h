@@ -27,7 +27,7 @@
 
 namespace conduit::transport::rdma {
 
-class Closer final : public reactor::FdHandler, public CmSink {
+class Closer final : public CqSink, public CmSink {
  public:
   struct Tx {  // the unposted tail [posted, head) of the peer's buffer
     uint64_t addr = 0;
@@ -47,14 +47,14 @@ class Closer final : public reactor::FdHandler, public CmSink {
         peer_(std::move(peer)),
         offers_(std::move(offers)),
         recv_slots_(recv_slots) {}
-  ~Closer() override = default;
+  ~Closer() = default;
 
-  // Takes over the completion channel and the CM events (ends at once if that fails).
+  // Takes over the CQ's events (from the loop's CqHub) and the CM events (ends at once if that fails).
   void start(uint64_t linger_ms);
   // The loop is being destroyed: give up now, touching only the verbs objects.
   void abandon();
 
-  void on_events(uint32_t) override;
+  void on_cq_event(int events) override;
   void on_cm_event(verbs::CmEvent& ev) override;
 
  private:

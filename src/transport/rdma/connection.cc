@@ -205,7 +205,9 @@ Status RdmaConnection::setup_resources() {
     CONDUIT_ASSIGN_OR_RETURN(r.srq, ctx_->srq_for(r.pd, static_cast<uint32_t>(options_.srq_depth)));
   }
   std::shared_ptr<Context> dev = r.pd->context();
-  CONDUIT_ASSIGN_OR_RETURN(r.channel, CompletionChannel::create(dev));
+  // The loop's completion channel for this device (cq_hub.h): no channel of our own.
+  CONDUIT_ASSIGN_OR_RETURN(r.hub, ctx_->hub_for(dev));
+  r.channel = r.hub->channel();
   // With an SRQ, receive completions go to the pool's CQ: this one carries sends only.
   const int cqe = static_cast<int>(options_.send_depth + ctrl_recv_slots()) + 16;
   CONDUIT_ASSIGN_OR_RETURN(r.cq, CompletionQueue::create(dev, cqe, r.channel));
@@ -246,7 +248,7 @@ Status RdmaConnection::setup_resources() {
   CONDUIT_RETURN_IF_ERROR(post_all_recv_slots());
   for (uint32_t i = 0; i < kCtrlSendSlots; ++i) free_ctrl_slots_.push_back(kCtrlSendSlots - 1 - i);
   CONDUIT_RETURN_IF_ERROR(arm_cq());
-  CONDUIT_RETURN_IF_ERROR(ctx_->loop().add(r.channel->fd(), reactor::kReadable, this));
+  r.hub->attach(r.cq->native_handle(), this);
   channel_watched_ = true;
   return {};
 }
@@ -275,7 +277,7 @@ void RdmaConnection::release_resources() {
   rv_park();
   cancel_timers();
   stop_spinning();
-  if (channel_watched_) (void)ctx_->loop().remove(res_->channel->fd());
+  if (channel_watched_) res_->hub->detach(res_->cq->native_handle());
   channel_watched_ = false;
   res_.reset();  // QP first, then its memory, CQ, channel, SRQ, PD (QpResources)
 }
@@ -283,7 +285,7 @@ void RdmaConnection::release_resources() {
 void RdmaConnection::on_srq_completion(const Completion& wc) {
   if (Status s = handle_completion(wc); !s.ok()) return fail(s);
   if (polling()) spin_.on_work(monotonic_ns());
-  ctx_->mark_pending(this);  // the hook flushes and runs the handlers, as on_events would
+  ctx_->mark_pending(this);  // the hook flushes and runs the handlers, as on_cq_event would
 }
 
 bool RdmaConnection::linger() {
@@ -294,7 +296,7 @@ bool RdmaConnection::linger() {
   if (rv_slots_ && !res_->srq) offers = rv_slots_->offers();
   if (!tx_unposted() && res_->tracker->outstanding() == 0 && offers.empty()) return false;  // nothing on the wire
   cancel_timers();
-  if (channel_watched_) (void)ctx_->loop().remove(res_->channel->fd());
+  if (channel_watched_) res_->hub->detach(res_->cq->native_handle());
   channel_watched_ = false;
   if (res_->srq_attached) res_->srq->orphan(res_->qpn);  // receives stay the pool's; the Closer reads none
   const uint32_t ctrl_recv_slots_at_close = ctrl_recv_slots();
@@ -702,12 +704,10 @@ void RdmaConnection::ensure_send_events() {
 // unarmed and polls it from the before-sleep hook until its window closes (then it arms
 // again: arm_for_sleep), so that while traffic is dense no event (a system call on each
 // side) is raised at all.
-void RdmaConnection::on_events(uint32_t) {
+void RdmaConnection::on_cq_event(int events) {
   if (!res_) return;
   Status s;
-  auto events = res_->cq->consume_events();
-  if (!events.ok()) s = events.status();
-  else stats_.wakeups += static_cast<uint64_t>(*events);
+  stats_.wakeups += static_cast<uint64_t>(events);
   const bool poll = polling();
   if (!poll) {
     if (s.ok()) s = arm_cq();

@@ -16,6 +16,7 @@
 
 #include "conduit/transport/connection.h"
 #include "conduit/verbs/verbs.h"
+#include "cq_hub.h"
 #include "loop_context.h"
 #include "options.h"
 #include "conduit/base/adaptive_spin.h"
@@ -45,7 +46,7 @@ enum class Phase : uint8_t {
 std::string_view phase_name(Phase p);
 
 class RdmaConnection final : public Connection,
-                             public reactor::FdHandler,
+                             public CqSink,
                              public CmSink,
                              public SrqClient,
                              private poll::SpinGroup::Member {
@@ -96,8 +97,8 @@ class RdmaConnection final : public Connection,
   reactor::EventLoop& loop() const override { return ctx_->loop(); }
   memory::BlockPool* pool() const override { return arena_ ? arena_->pool.get() : nullptr; }
 
-  // FdHandler: the completion channel.
-  void on_events(uint32_t events) override;
+  // CqSink: completion events of our CQ, read by the loop's CqHub.
+  void on_cq_event(int events) override;
   // CmSink
   void on_cm_event(verbs::CmEvent& ev) override;
   // SrqClient: a receive completion of this connection's QP (slot re-posted by the pool).

@@ -3,6 +3,7 @@
 #include "closer.h"
 #include "conduit/base/log.h"
 #include "connection.h"
+#include "cq_hub.h"
 #include "srq_pool.h"
 
 namespace conduit::transport::rdma {
@@ -53,6 +54,7 @@ void LoopContext::destroy() {
     if (nudge_timer_ != 0) loop_.cancel(nudge_timer_);
     loop_.set_slot(&kSlotKey, nullptr);
     for (auto& [key, pool] : srqs_) (void)loop_.remove(pool->fd());
+  for (auto& [dev, hub] : hubs_) hub->unwatch();
     (void)loop_.remove(channel_->fd());
     loop_.remove_before_sleep(hook_);
     loop_.remove_teardown(teardown_);
@@ -84,6 +86,7 @@ void LoopContext::on_loop_teardown() {
   CONDUIT_LOG(kWarn) << "rdma: event loop destroyed while " << refs_ << " RDMA connection(s)/listener(s) still use it";
   loop_.set_slot(&kSlotKey, nullptr);
   for (auto& [key, pool] : srqs_) (void)loop_.remove(pool->fd());
+  for (auto& [dev, hub] : hubs_) hub->unwatch();
   loop_gone_ = true;
 }
 
@@ -105,6 +108,13 @@ Result<std::shared_ptr<ProtectionDomain>> LoopContext::pd_for(CmId& id, size_t a
 Arena* LoopContext::arena_for(const ProtectionDomain& pd) {
   auto it = arenas_.find(&pd);
   return it == arenas_.end() ? nullptr : it->second.get();
+}
+
+Result<std::shared_ptr<CqHub>> LoopContext::hub_for(const std::shared_ptr<Context>& dev) {
+  if (auto it = hubs_.find(dev->native_handle()); it != hubs_.end()) return it->second;
+  CONDUIT_ASSIGN_OR_RETURN(auto hub, CqHub::create(loop_, dev));
+  hubs_.emplace(dev->native_handle(), hub);
+  return hub;
 }
 
 Result<std::shared_ptr<SrqPool>> LoopContext::srq_for(const std::shared_ptr<ProtectionDomain>& pd, uint32_t depth) {

@@ -1,6 +1,6 @@
 // The rdma transport's state per event loop: one rdma_cm event channel (in epoll) whose
 // events it routes to the connection or listener owning each id, one protection domain per
-// device, the shared receive queues (srq=1), the set of connections with deferred work
+// device, one completion channel per device (CqHub), the shared receive queues (srq=1), the set of connections with deferred work
 // (data to post, data to deliver, writability to announce) serviced in a before-sleep hook,
 // and the graceful closes still in progress (Closer).
 //
@@ -26,6 +26,7 @@ namespace conduit::transport::rdma {
 class RdmaConnection;
 class Closer;
 class SrqPool;
+class CqHub;
 
 // Receives the rdma_cm events of the ids it owns (a connection, a listener, a closer).
 class CmSink {
@@ -54,6 +55,9 @@ class LoopContext final : public reactor::FdHandler {
   Result<std::shared_ptr<verbs::ProtectionDomain>> pd_for(verbs::CmId& id, size_t arena_cap_bytes);
   // The registered arena of `pd` (created with the PD; arena.h).
   Arena* arena_for(const verbs::ProtectionDomain& pd);
+  // The completion channel every CQ of this loop on `dev` uses (cq_hub.h), created on first
+  // use, kept until the context goes.
+  Result<std::shared_ptr<CqHub>> hub_for(const std::shared_ptr<verbs::Context>& dev);
   // The shared receive queue for srq=1 connections on `pd` (created on first use, kept
   // until the context goes).
   Result<std::shared_ptr<SrqPool>> srq_for(const std::shared_ptr<verbs::ProtectionDomain>& pd, uint32_t depth);
@@ -80,6 +84,7 @@ class LoopContext final : public reactor::FdHandler {
   std::map<ibv_context*, std::shared_ptr<verbs::ProtectionDomain>> pds_;
   std::map<const verbs::ProtectionDomain*, std::unique_ptr<Arena>> arenas_;
   std::map<std::pair<verbs::ProtectionDomain*, uint32_t>, std::shared_ptr<SrqPool>> srqs_;
+  std::map<ibv_context*, std::shared_ptr<CqHub>> hubs_;
   std::set<RdmaConnection*> pending_;
   std::map<Closer*, std::unique_ptr<Closer>> closers_;
   std::vector<std::unique_ptr<Closer>> retired_;

@@ -1,7 +1,7 @@
 // One rdma connection's verbs objects with a single owner.  Members are declared in
 // creation order, so destruction runs in reverse: the id (and its QP) first, then the
 // window, then the memory the QP used (arena slices go back to the arena), then the CQ and
-// its channel, then the SRQ pool and the PD.  A
+// its channel (the loop's, shared: cq_hub.h), then the SRQ pool and the PD.  A
 // connection holds them while it runs, hands them to a Closer with one move when it
 // lingers, and releases them with one reset.
 #pragma once
@@ -14,6 +14,7 @@
 
 #include "conduit/verbs/verbs.h"
 #include "conduit/memory/buffer.h"
+#include "cq_hub.h"
 #include "srq_pool.h"
 
 namespace conduit::transport::rdma {
@@ -21,6 +22,7 @@ namespace conduit::transport::rdma {
 struct QpResources {
   std::shared_ptr<verbs::ProtectionDomain> pd;
   std::shared_ptr<SrqPool> srq;  // srq=1: receives come from here (null otherwise)
+  std::shared_ptr<CqHub> hub;  // the loop's channel for this device, which cq's events reach
   std::shared_ptr<verbs::CompletionChannel> channel;
   std::shared_ptr<verbs::CompletionQueue> cq;
   memory::Slice ctrl;  // arena: receive slots (none with srq), then send slots
