@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <filesystem>
 #include <random>
 
 #include "conduit/base/clock.h"
@@ -154,6 +155,54 @@ TEST_F(RdmaTransport, BadOptionsAreRejected) {
   EXPECT_EQ(listen(**loop, "rdma://" + addr_ + ":0?features=maybe", cb).status().code(), Code::kInvalidArgument);
   EXPECT_EQ(listen(**loop, "rdma://" + addr_ + ":0?device=nosuchdev", cb).ok(), true)
       << "device is checked per connection";
+}
+
+// Every CQ of a loop reports through the loop's one completion channel per device
+// (cq_hub.h): once the loop has its first connection, more connections open no file
+// descriptors, and each one's completions still reach it.
+TEST_F(RdmaTransport, ConnectionsShareTheLoopsCompletionChannel) {
+  const auto fds = [] {
+    return std::distance(std::filesystem::directory_iterator("/proc/self/fd"), std::filesystem::directory_iterator{});
+  };
+  auto loop = EventLoop::create();
+  ASSERT_TRUE(loop.ok());
+  std::vector<std::unique_ptr<Connection>> servers, clients;
+  auto l = listen(**loop, "rdma://" + addr_ + ":0?recv_depth=32&send_depth=32",
+                  [&](std::unique_ptr<Connection> c) { servers.push_back(std::move(c)); });
+  ASSERT_TRUE(l.ok()) << l.status().to_string();
+  int connected = 0;
+  const auto open = [&](size_t n) {
+    for (size_t i = 0; i < n; ++i) {
+      auto c = connect(**loop, (*l)->url() + "?recv_depth=32&send_depth=32", [&](Connection&, Status s) {
+        EXPECT_TRUE(s.ok()) << s.to_string();
+        ++connected;
+      });
+      ASSERT_TRUE(c.ok()) << c.status().to_string();
+      clients.push_back(std::move(*c));
+    }
+    ASSERT_TRUE(run_until(**loop, [&] { return connected == static_cast<int>(clients.size()) && servers.size() == clients.size(); }, 30000));
+  };
+  open(1);
+  const auto before = fds();
+  open(16);
+  EXPECT_EQ(fds(), before) << "17 connections (34 ends) on one loop";
+  // A byte each way on every connection: every CQ's events reach its own connection.
+  size_t got = 0;
+  for (size_t i = 0; i < servers.size(); ++i) {
+    servers[i]->set_read_handler([&](Connection& c) {
+      uint8_t b;
+      if (auto n = c.read(std::span(&b, 1)); n.ok() && *n == 1) (void)c.write(std::span(&b, 1));
+    });
+    clients[i]->set_read_handler([&, i](Connection& c) {
+      uint8_t b;
+      if (auto n = c.read(std::span(&b, 1)); n.ok() && *n == 1 && b == static_cast<uint8_t>(i)) ++got;
+    });
+  }
+  for (size_t i = 0; i < clients.size(); ++i) {
+    const uint8_t b = static_cast<uint8_t>(i);
+    ASSERT_TRUE(clients[i]->write(std::span(&b, 1)).ok());
+  }
+  EXPECT_TRUE(run_until(**loop, [&] { return got == clients.size(); }, 10000)) << got << " of " << clients.size();
 }
 
 TEST_F(RdmaTransport, ManyConnectionsOnOneLoop) {
