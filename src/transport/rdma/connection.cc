@@ -710,7 +710,7 @@ void RdmaConnection::on_cq_event(int events) {
   stats_.wakeups += static_cast<uint64_t>(events);
   const bool poll = polling();
   if (!poll) {
-    if (s.ok()) s = arm_cq();
+    s = arm_cq();
   } else {
     cq_armed_ = armed_solicited_ = false;  // the event used the arming up
     ctx_->mark_pending(this);              // the hook polls, and arms before the loop sleeps

@@ -1,6 +1,8 @@
 #include "cq_hub.h"
 
 #include <cerrno>
+#include <utility>
+#include <vector>
 
 #include "conduit/base/log.h"
 
@@ -21,9 +23,12 @@ void CqHub::unwatch() {
 }
 
 void CqHub::on_events(uint32_t) {
+  // A sink may drop the loop context's last reference (its handler closes everything): the
+  // hub stays until this dispatch ends.
+  const std::shared_ptr<CqHub> keep = shared_from_this();
   // Read everything pending first (acknowledging each event at once), then dispatch: a
   // sink may detach or destroy CQs, its own or (closing) another's, while it runs.
-  fired_.clear();
+  std::vector<std::pair<ibv_cq*, int>> fired;
   for (;;) {
     ibv_cq* cq = nullptr;
     void* ctx = nullptr;
@@ -35,11 +40,9 @@ void CqHub::on_events(uint32_t) {
     ibv_ack_cq_events(cq, 1);
     // A CQ raises one event per arming and is re-armed only by its sink, below: so it is
     // (almost always) here once; a repeat just adds to its count.
-    if (!fired_.empty() && fired_.back().first == cq) ++fired_.back().second;
-    else fired_.emplace_back(cq, 1);
+    if (!fired.empty() && fired.back().first == cq) ++fired.back().second;
+    else fired.emplace_back(cq, 1);
   }
-  const std::vector<std::pair<ibv_cq*, int>> fired = std::move(fired_);
-  fired_.clear();
   for (const auto& [cq, n] : fired) {
     auto it = sinks_.find(cq);
     if (it != sinks_.end()) it->second->on_cq_event(n);  // a sink detached meanwhile is not found

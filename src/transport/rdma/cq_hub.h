@@ -21,8 +21,6 @@
 #include <cstdint>
 #include <memory>
 #include <unordered_map>
-#include <utility>
-#include <vector>
 
 #include "conduit/reactor/event_loop.h"
 #include "conduit/verbs/verbs.h"
@@ -40,7 +38,7 @@ class CqSink {
   ~CqSink() = default;
 };
 
-class CqHub final : public reactor::FdHandler {
+class CqHub final : public reactor::FdHandler, public std::enable_shared_from_this<CqHub> {
  public:
   // Creates the channel and adds its fd to `loop` (removed by unwatch() or the destructor).
   static Result<std::shared_ptr<CqHub>> create(reactor::EventLoop& loop, std::shared_ptr<verbs::Context> dev);
@@ -63,7 +61,6 @@ class CqHub final : public reactor::FdHandler {
   reactor::EventLoop* loop_;  // null once unwatched
   std::shared_ptr<verbs::CompletionChannel> channel_;
   std::unordered_map<ibv_cq*, CqSink*> sinks_;
-  std::vector<std::pair<ibv_cq*, int>> fired_;  // scratch for on_events
 };
 
 }  // namespace conduit::transport::rdma
