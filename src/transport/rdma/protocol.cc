@@ -165,18 +165,15 @@ std::optional<Refusal> decode_refusal(std::span<const uint8_t> pd) {
 
 void encode_hello(uint64_t features, uint8_t (&out)[kHelloSize]) {
   std::memset(out, 0, sizeof out);
-  for (size_t i = 0; i < 4; ++i) out[i] = static_cast<uint8_t>(kHelloMagic >> (24 - 8 * i));
+  put32(out, kHelloMagic);
   out[kHelloVersionOff] = kHelloVersion;
-  for (size_t i = 0; i < 8; ++i) out[kHelloFeaturesOff + i] = static_cast<uint8_t>(features >> (56 - 8 * i));
+  put64(out + kHelloFeaturesOff, features);
 }
 
 std::optional<uint64_t> decode_hello(std::span<const uint8_t> pd) {
   if (pd.size() < kHelloSize) return std::nullopt;
-  const uint32_t magic = uint32_t{pd[0]} << 24 | uint32_t{pd[1]} << 16 | uint32_t{pd[2]} << 8 | pd[3];
-  if (magic != kHelloMagic || pd[kHelloVersionOff] != kHelloVersion) return std::nullopt;
-  uint64_t features = 0;
-  for (size_t i = 0; i < 8; ++i) features = features << 8 | pd[kHelloFeaturesOff + i];
-  return features;
+  if (get32(pd.data()) != kHelloMagic || pd[kHelloVersionOff] != kHelloVersion) return std::nullopt;
+  return get64(pd.data() + kHelloFeaturesOff);
 }
 
 std::string_view refusal_name(Refusal why) {
