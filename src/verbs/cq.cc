@@ -91,10 +91,10 @@ conduit::Status CompletionQueue::arm(bool solicited_only) {
   return {};
 }
 
-Result<int> CompletionQueue::consume_events() {
+Result<int> CompletionQueue::consume_events(int max_reads) {
   if (!channel_) return conduit::Status(Code::kInvalidArgument, "consume_events: CQ has no channel");
   int consumed = 0;
-  for (;;) {
+  for (int reads = 0; reads < max_reads; ++reads) {
     ibv_cq* ev_cq = nullptr;
     void* ev_ctx = nullptr;
     if (ibv_get_cq_event(channel_->native_handle(), &ev_cq, &ev_ctx) != 0) {

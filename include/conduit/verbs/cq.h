@@ -86,16 +86,21 @@ class CompletionQueue {
   // Request an event for the next completion (any, or only solicited ones).
   conduit::Status arm(bool solicited_only = false);
 
-  // Reads every pending event from the channel without blocking and acks them (acks are
-  // batched; destroy waits for none).  Returns how many were consumed (0 is fine: the
-  // fd may be shared or spuriously readable).
-  Result<int> consume_events();
+  // Reads the pending events from the channel without blocking, at most `max_reads` of them,
+  // and acks them (acks are batched; destroy waits for none).  Returns how many were this
+  // CQ's (0 is fine: the fd may be shared or spuriously readable).  Reading them all costs one
+  // read more per call (the one that says EAGAIN); a caller whose channel is watched
+  // level-triggered may read one, as whatever is left keeps the fd readable.
+  Result<int> consume_events(int max_reads = INT32_MAX);
 
-  // consume_events(), arm(), then poll until empty, calling fn(const Completion&) for each.
-  // Returns the number of completions handled.
+  // consume_events(1), arm(), then poll until empty, calling fn(const Completion&) for each.
+  // Returns the number of completions handled.  For a channel watched level-triggered (an
+  // armed CQ raises one event, and arm() follows each read, so one read is all there is for
+  // a CQ with a channel of its own; a shared channel's other events keep the fd readable):
+  // an edge-triggered caller uses consume_events() and the rest of the sequence itself.
   template <typename Fn>
   Result<int> drain(Fn&& fn, bool solicited_only = false) {
-    CONDUIT_ASSIGN_OR_RETURN(int events, consume_events());
+    CONDUIT_ASSIGN_OR_RETURN(int events, consume_events(1));
     (void)events;
     CONDUIT_RETURN_IF_ERROR(arm(solicited_only));
     Completion wcs[32];
