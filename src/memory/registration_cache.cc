@@ -1,6 +1,7 @@
 #include "conduit/memory/registration_cache.h"
 
 #include <algorithm>
+#include <atomic>
 #include <list>
 #include <map>
 #include <mutex>
@@ -15,7 +16,9 @@ struct Entry {
   uintptr_t end = 0;  // exclusive
   Registrar::Registration reg;
   size_t pins = 0;
-  bool indexed = true;  // in the map (false once invalidated, merged away or evicted)
+  // In the map (false once invalidated, merged away or evicted).  Written under the core's
+  // mutex; Handle::current() reads it without.
+  std::atomic<bool> indexed{true};
   std::list<Entry*>::iterator lru;
 };
 }  // namespace
@@ -40,13 +43,13 @@ struct RegistrationCache::Core {
     std::unique_ptr<Entry> e = std::move(it->second);
     index.erase(it);
     lru.erase(e->lru);
-    e->indexed = false;
+    e->indexed.store(false, std::memory_order_release);
     if (e->pins == 0) deregister(*e);
     else detached.push_back(std::move(e));
   }
   void unpin(Entry* e) {
     std::lock_guard<std::mutex> lock(mu);
-    if (--e->pins != 0 || e->indexed) return;
+    if (--e->pins != 0 || e->indexed.load(std::memory_order_relaxed)) return;
     deregister(*e);
     detached.erase(std::find_if(detached.begin(), detached.end(), [e](const auto& p) { return p.get() == e; }));
   }
@@ -83,6 +86,15 @@ RegistrationCache::~RegistrationCache() {
   while (!core_->index.empty()) core_->unindex(core_->index.begin());
 }
 
+bool RegistrationCache::Handle::current() const {
+  return entry_ != nullptr && static_cast<const Entry*>(entry_)->indexed.load(std::memory_order_acquire);
+}
+bool RegistrationCache::Handle::covers(const void* addr, size_t len) const {
+  if (entry_ == nullptr) return false;
+  const auto* e = static_cast<const Entry*>(entry_);
+  const auto a = reinterpret_cast<uintptr_t>(addr);
+  return a >= e->start && a <= e->end && len <= e->end - a;
+}
 RegionKeys RegistrationCache::Handle::keys() const { return static_cast<const Entry*>(entry_)->reg.keys; }
 uint64_t RegistrationCache::Handle::base() const { return static_cast<const Entry*>(entry_)->start; }
 size_t RegistrationCache::Handle::length() const {

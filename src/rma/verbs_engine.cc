@@ -13,7 +13,9 @@
 //
 // Local operands of reads and writes go through a RegistrationCache (local access only): a
 // buffer that comes back is a lookup, and the handle pins the registration until the op's
-// completion.  Writes of at most kInlineMax bytes (if the QP grants it) go inline instead:
+// completion.  An operand inside the previous one's registration reuses its handle without
+// the lookup, while the cache still holds that registration (Handle::current: an
+// invalidated range is looked up again).  Writes of at most kInlineMax bytes (if the QP grants it) go inline instead:
 // the data is copied into the work request at post, so they need no registration.  Atomic
 // results land in a registered slot per in-flight op.
 //
@@ -195,6 +197,7 @@ class VerbsEngine final : public Engine {
     if (channel_ && loop_.watching(channel_->fd())) (void)loop_.remove(channel_->fd());
     if (id_ && established_) (void)id_->disconnect();
     for (auto& p : pins_) p = {};
+    last_reg_ = {};
     if (id_) id_->destroy_qp();
   }
 
@@ -215,15 +218,20 @@ class VerbsEngine final : public Engine {
         sge.length = static_cast<uint32_t>(op.local.size());
         sge.lkey = 0;
       } else {
-        Result<memory::RegistrationCache::Handle> h = cache_->acquire(op.local.data(), op.local.size());
-        if (!h.ok()) {
-          for (size_t j = 0; j < i; ++j) pins_[(posted_ + j) % options_.depth] = {};
-          return h.status();
+        // The registration of the previous operand, if it still covers this one and is still
+        // the cache's (not invalidated): a copy of its handle, no cache lookup.
+        if (!(last_reg_.current() && last_reg_.covers(op.local.data(), op.local.size()))) {
+          Result<memory::RegistrationCache::Handle> h = cache_->acquire(op.local.data(), op.local.size());
+          if (!h.ok()) {
+            for (size_t j = 0; j < i; ++j) pins_[(posted_ + j) % options_.depth] = {};
+            return h.status();
+          }
+          last_reg_ = std::move(*h);
         }
         sge.addr = reinterpret_cast<uintptr_t>(op.local.data());
         sge.length = static_cast<uint32_t>(op.local.size());
-        sge.lkey = h->keys().lkey;
-        pins_[slot] = std::move(*h);
+        sge.lkey = last_reg_.keys().lkey;
+        pins_[slot] = last_reg_;
       }
       const uint64_t raddr = op.remote.addr + op.offset;
       const uint32_t rkey = op.remote.key;
@@ -585,6 +593,7 @@ class VerbsEngine final : public Engine {
   std::shared_ptr<CompletionQueue> cq_;
   std::unique_ptr<RegisteredBuffer> slots_;
   std::unique_ptr<memory::RegistrationCache> cache_;
+  memory::RegistrationCache::Handle last_reg_;  // the last local operand's (post_now); pins one region
   std::unique_ptr<CmId> id_;
   FdCall cm_fd_, cq_fd_;
   reactor::TimerId timer_ = 0;

@@ -85,6 +85,36 @@ TEST_F(RegistrationCacheTest, InvalidationDropsEntriesAndDefersPinnedOnes) {
   EXPECT_EQ(reg->live(), 1u) << "the invalidated entry went with its last handle";
 }
 
+// What a caller that keeps a handle (rma's last local operand) relies on to skip acquire():
+// covers() is the registered range, current() turns false when acquire() would no longer
+// return that registration -- invalidated, or merged into a larger one.
+TEST_F(RegistrationCacheTest, AKeptHandleSaysWhatItCoversAndWhetherItIsStillCurrent) {
+  RegistrationCache cache(reg);
+  RegistrationCache::Handle none;
+  EXPECT_FALSE(none.current());
+  EXPECT_FALSE(none.covers(mem, 1));
+  auto h = cache.acquire(mem + 4096 + 10, 100);
+  ASSERT_TRUE(h.ok());
+  EXPECT_TRUE(h->current());
+  EXPECT_TRUE(h->covers(mem + 4096, 4096)) << "the whole page is registered";
+  EXPECT_TRUE(h->covers(mem + 8191, 1));
+  EXPECT_FALSE(h->covers(mem + 8191, 2)) << "one byte past the page";
+  EXPECT_FALSE(h->covers(mem + 4095, 1)) << "one byte before it";
+  EXPECT_FALSE(h->covers(mem + 3 * 4096, 0)) << "an empty range elsewhere is not covered";
+  // A neighbour merges with it: the kept handle is no longer the cache's, though it still
+  // pins its region (in-flight operations stay valid).
+  auto wider = cache.acquire(mem + 2 * 4096, 10);
+  ASSERT_TRUE(wider.ok());
+  EXPECT_FALSE(h->current());
+  EXPECT_TRUE(wider->current());
+  EXPECT_EQ(reg->live(), 2u) << "the merged-away registration lives while the kept handle does";
+  *h = RegistrationCache::Handle();
+  EXPECT_EQ(reg->live(), 1u);
+  // Invalidating the range makes the survivor stale too.
+  cache.invalidate(mem + 2 * 4096, 1);
+  EXPECT_FALSE(wider->current());
+}
+
 TEST_F(RegistrationCacheTest, SlicesPinTheirRegistrationAndHandlesOutliveTheCache) {
   Slice s;
   {

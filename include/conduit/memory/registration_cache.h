@@ -72,6 +72,13 @@ class RegistrationCache::Handle {
  public:
   Handle() = default;
   bool valid() const { return entry_ != nullptr; }
+  // Still the cache's registration for its range: false once the range was invalidated,
+  // merged into a larger registration or evicted (the pin keeps the region registered, but
+  // acquire() would no longer return it).  Lock-free (one atomic load): a caller that keeps
+  // a handle may reuse it for ranges it covers() while this holds, instead of acquire()
+  // (mutex, lookup and a pin per call).
+  bool current() const;
+  bool covers(const void* addr, size_t len) const;
   RegionKeys keys() const;
   uint64_t base() const;  // the registered range (page-rounded), which contains the range asked for
   size_t length() const;
