@@ -213,7 +213,7 @@ class PollWindow {
     if (!enabled_ || stopped_) return false;
     spin_.on_idle(now);
     // A round that took this long lost the CPU (contention): stop polling for a while.
-    if (last_ != 0 && now - last_ > AdaptiveSpin::kPreemptedNs) spin_.on_preempted(now);
+    if (last_ != 0) spin_.on_round(now - last_, now);
     last_ = now;
     if (now >= spin_.deadline()) return stop();
     if (!held_) {

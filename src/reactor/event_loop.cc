@@ -282,7 +282,7 @@ bool EventLoop::run_hooks() {
 // the policy's window is open, then blocks.  The window (conduit/base/adaptive_spin.h) is
 // fixed for busy_poll_us and tuned for poll_us: the idle gap starts at the first empty poll
 // and ends when an fd event (or a hook's work) arrives, caught while spinning or after the
-// sleep.  A poll that took longer than AdaptiveSpin::kPreemptedNs means the spinning thread
+// sleep.  A poll that took far longer than usual (PreemptionBar) means the spinning thread
 // lost its CPU: the policy backs off.  Never spins past the caller's timeout or the
 // next timer.
 int EventLoop::spin_wait(epoll_event* events, int max_events, int wait_ms, bool* hooks_pending) {
@@ -300,10 +300,7 @@ int EventLoop::spin_wait(epoll_event* events, int max_events, int wait_ms, bool*
       before = monotonic_ns();
       n = epoll_wait(epfd_.get(), events, max_events, 0);
       now = monotonic_ns();
-      if (now - before > AdaptiveSpin::kPreemptedNs) {
-        spin_.on_preempted(now);
-        until = std::min(until, spin_.deadline());
-      }
+      if (spin_.on_round(now - before, now)) until = std::min(until, spin_.deadline());
     }
     if (n == 0 && !*hooks_pending) {
       spin_.on_sleep();

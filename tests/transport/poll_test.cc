@@ -138,6 +138,41 @@ TEST(AdaptiveSpin, APreemptedSpinCoolsDownExponentially) {
   EXPECT_EQ(f.preemptions(), 0u);
 }
 
+// Where a poll round is itself slow (an emulator: a clock read is a system call), rounds of
+// 35 us are not preemptions; a jump of milliseconds still is, and on real hardware (rounds
+// well under a microsecond) the bar stays at kPreemptedNs.
+TEST(PreemptionBar, ASlowRoundIsALostCpuOnlyAgainstTheRoundsBeforeIt) {
+  PreemptionBar fast;
+  for (int i = 0; i < 100; ++i) EXPECT_FALSE(fast.lost_cpu(300)) << "0.3 us rounds";
+  EXPECT_TRUE(fast.lost_cpu(AdaptiveSpin::kPreemptedNs + 1000)) << "31 us after sub-us rounds";
+  for (int i = 0; i < 200; ++i) (void)fast.lost_cpu(300);  // the one jump is forgotten
+  EXPECT_TRUE(fast.lost_cpu(AdaptiveSpin::kPreemptedNs + 1000));
+
+  PreemptionBar slow;
+  int lost = 0;
+  for (int i = 0; i < 200; ++i) lost += slow.lost_cpu(35 * kUs) ? 1 : 0;
+  EXPECT_LE(lost, 1) << "at most the very first round, before there is an average";
+  EXPECT_FALSE(slow.lost_cpu(200 * kUs)) << "under 16 x the usual 35 us";
+  EXPECT_TRUE(slow.lost_cpu(4'000 * kUs)) << "a scheduler time slice";
+  EXPECT_FALSE(slow.lost_cpu(35 * kUs));
+  EXPECT_LE(slow.average_ns(), 60 * kUs) << "one preemption raises the bar only a little";
+}
+
+// on_round() is the spin's own bar: a slow but usual round keeps it polling.
+TEST(AdaptiveSpin, OnRoundCoolsDownOnlyOnALostCpu) {
+  AdaptiveSpin s = AdaptiveSpin::adaptive(500 * kUs);
+  uint64_t t = kT0;
+  s.on_idle(t);
+  for (int i = 0; i < 50; ++i) (void)s.on_round(35 * kUs, t += 35 * kUs);
+  const uint64_t after_warmup = s.preemptions();
+  EXPECT_LE(after_warmup, 1u);
+  for (int i = 0; i < 50; ++i) EXPECT_FALSE(s.on_round(35 * kUs, t += 35 * kUs));
+  EXPECT_EQ(s.preemptions(), after_warmup);
+  EXPECT_TRUE(s.on_round(5'000 * kUs, t += 5'000 * kUs));
+  EXPECT_EQ(s.preemptions(), after_warmup + 1);
+  EXPECT_LE(s.deadline(), t) << "cooling down";
+}
+
 TEST(AdaptiveSpin, FixedNeverTunes) {
   AdaptiveSpin s = AdaptiveSpin::fixed(100 * kUs);
   EXPECT_EQ(s.mode(), AdaptiveSpin::Mode::kFixed);

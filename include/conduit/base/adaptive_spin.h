@@ -25,8 +25,8 @@
 // one CPU, as it likes to for threads that wake each other -- a spinner keeps the CPU from
 // the very thread it waits for, and each exchange costs a scheduler time slice instead of
 // a wakeup (measured here: 0.1x TCP's rate instead of 20x).  The sign is that the spin
-// itself loses the CPU: the clock jumps between two polls (SpinGroup sees it and calls
-// on_preempted).  Then polling stops for a cool-down, 1 ms at first, doubling up to 1 s
+// itself loses the CPU: the clock jumps between two polls by far more than a round takes
+// (PreemptionBar; SpinGroup sees it and calls on_preempted).  Then polling stops for a cool-down, 1 ms at first, doubling up to 1 s
 // while it keeps happening and halving with every gap caught while spinning outside a
 // cool-down; in between the side sleeps at once (pure event mode, which is what a
 // contended CPU rewards).  The gap during which the spin lost its CPU teaches nothing (its
@@ -49,15 +49,38 @@
 
 namespace conduit {
 
+// Did a spin lose its CPU between two polls?  Yes when the clock moved by more than
+// AdaptiveSpin::kPreemptedNs *and* by more than 16 x the moving average of the rounds
+// seen: where one round is itself slow -- under an emulator a clock read is a system call
+// (~5 us in the TCG guest) and a round makes several, so rounds of 30-40 us are normal
+// there -- a slow round is not a lost CPU (a scheduler time slice is milliseconds).  Each
+// round feeds the average, clamped to 4 x kPreemptedNs so that one real preemption raises
+// the bar only briefly.  Plain data, one thread; a few operations per round.
+class PreemptionBar {
+ public:
+  static constexpr uint64_t kMinNs = 30'000;
+  bool lost_cpu(uint64_t round_ns) {
+    const bool lost = round_ns > std::max(kMinNs, avg_ * 16);
+    const uint64_t x = std::min(round_ns, 4 * kMinNs);
+    avg_ = avg_ == 0 ? x : avg_ - avg_ / 16 + x / 16;
+    return lost;
+  }
+  uint64_t average_ns() const { return avg_; }
+
+ private:
+  uint64_t avg_ = 0;  // moving average (1/16) of the rounds, clamped
+};
+
 class AdaptiveSpin {
  public:
   enum class Mode : uint8_t { kOff, kAdaptive, kFixed };
   static constexpr uint64_t kFloorNs = 2'000;  // smallest window worth spinning
   static constexpr uint64_t kMinCooldownNs = 1'000'000;  // after a preempted spin
   static constexpr uint64_t kMaxCooldownNs = 1'000'000'000;
-  // A poll that took longer than this lost its CPU (the caller then calls on_preempted):
-  // one poll costs well under a microsecond, a scheduler time slice milliseconds.
-  static constexpr uint64_t kPreemptedNs = 30'000;
+  // A poll that took longer than this -- and than PreemptionBar's multiple of the usual
+  // round -- lost its CPU (the caller then calls on_preempted): one poll costs well under a
+  // microsecond on real hardware, a scheduler time slice milliseconds.
+  static constexpr uint64_t kPreemptedNs = PreemptionBar::kMinNs;
 
   AdaptiveSpin() = default;  // off
   static AdaptiveSpin off() { return AdaptiveSpin(); }
@@ -75,6 +98,13 @@ class AdaptiveSpin {
     if (idle_since_ != 0) return;
     idle_since_ = now;
     cooling_ = now < cool_until_;
+  }
+  // One poll round of the spin took `round_ns` (the clock between two polls) and ended at
+  // `now`: calls on_preempted(now) if that round lost the CPU (PreemptionBar).  True if so.
+  bool on_round(uint64_t round_ns, uint64_t now) {
+    if (!bar_.lost_cpu(round_ns)) return false;
+    on_preempted(now);
+    return true;
   }
   // A spin lost its CPU (contention): stop polling for the cool-down (see above).
   void on_preempted(uint64_t now) {
@@ -144,6 +174,7 @@ class AdaptiveSpin {
   uint64_t cool_until_ = 0;
   uint64_t cooldown_ = kMinCooldownNs;
   uint64_t hits_ = 0, short_misses_ = 0, idle_gaps_ = 0, preemptions_ = 0;
+  PreemptionBar bar_;
 };
 
 }  // namespace conduit

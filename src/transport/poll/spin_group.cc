@@ -96,7 +96,7 @@ bool SpinGroup::spin(Member* m, uint64_t now) {
     }
     cpu_relax();
     const uint64_t t = monotonic_ns();
-    if (t - now > AdaptiveSpin::kPreemptedNs) {
+    if (bar_.lost_cpu(t - now)) {
       // Lost the CPU: tell every polled member.  Adaptive windows close (their cool-down);
       // fixed ones stay open and the spin goes on for them.
       ++preemptions_;

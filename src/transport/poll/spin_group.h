@@ -22,7 +22,7 @@
 // their peers wake them the usual way (for shm, a doorbell; it is seen at the end of the
 // current slice at the latest).
 //
-// Contention: if the clock jumps by more than AdaptiveSpin::kPreemptedNs between two polls
+// Contention: if the clock jumps by far more than a round takes (PreemptionBar) between two polls
 // (outside the handlers), the spinning thread lost its CPU -- to another thread, possibly
 // the very peer it waits for.  The spin tells every polled member (spin_preempted): adaptive windows
 // close for a cool-down, so those members sleep; fixed ones (busy_poll_us) spin on.
@@ -96,6 +96,7 @@ class SpinGroup : public std::enable_shared_from_this<SpinGroup> {
   bool spun_result_ = false;
   uint64_t spins_ = 0;
   uint64_t preemptions_ = 0;
+  PreemptionBar bar_;  // when a round between two polls means the spin lost its CPU
 };
 
 }  // namespace conduit::transport::poll
