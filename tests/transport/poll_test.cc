@@ -156,6 +156,10 @@ TEST(PreemptionBar, ASlowRoundIsALostCpuOnlyAgainstTheRoundsBeforeIt) {
   EXPECT_TRUE(slow.lost_cpu(4'000 * kUs)) << "a scheduler time slice";
   EXPECT_FALSE(slow.lost_cpu(35 * kUs));
   EXPECT_LE(slow.average_ns(), 60 * kUs) << "one preemption raises the bar only a little";
+  // Even when every round is slow, the bar stays below a scheduler time slice.
+  PreemptionBar starved;
+  for (int i = 0; i < 500; ++i) (void)starved.lost_cpu(5'000 * kUs);
+  EXPECT_TRUE(starved.lost_cpu(1'000 * kUs)) << "1 ms is still a lost CPU";
 }
 
 // on_round() is the spin's own bar: a slow but usual round keeps it polling.

@@ -54,14 +54,15 @@ namespace conduit {
 // seen: where one round is itself slow -- under an emulator a clock read is a system call
 // (~5 us in the TCG guest) and a round makes several, so rounds of 30-40 us are normal
 // there -- a slow round is not a lost CPU (a scheduler time slice is milliseconds).  Each
-// round feeds the average, clamped to 4 x kPreemptedNs so that one real preemption raises
-// the bar only briefly.  Plain data, one thread; a few operations per round.
+// round feeds the average clamped to 2 x kMinNs, so the bar never exceeds 16 x 60 us =
+// 0.96 ms -- below a time slice even when every round is slow -- and one real preemption
+// raises it only briefly.  Plain data, one thread; a few operations per round.
 class PreemptionBar {
  public:
   static constexpr uint64_t kMinNs = 30'000;
   bool lost_cpu(uint64_t round_ns) {
     const bool lost = round_ns > std::max(kMinNs, avg_ * 16);
-    const uint64_t x = std::min(round_ns, 4 * kMinNs);
+    const uint64_t x = std::min(round_ns, 2 * kMinNs);
     avg_ = avg_ == 0 ? x : avg_ - avg_ / 16 + x / 16;
     return lost;
   }
