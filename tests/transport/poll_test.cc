@@ -401,7 +401,9 @@ TEST(SpinGroup, APreemptedSpinEndsAndTellsTheMembers) {
     return b.spin_deadline() > now && g->spin(&b, now);
   });
   ASSERT_TRUE(loop->run_once(0).ok());  // both join (b after the spin: told not to block)
-  b.stall_ns = 5 * AdaptiveSpin::kPreemptedNs;
+  // Longer than the bar can ever be: how slow the rounds before it were (ASan on a loaded
+  // machine) must not matter.
+  b.stall_ns = 2'000 * kUs;  // above PreemptionBar's highest bar, 16 x 60 us
   ASSERT_TRUE(loop->run_once(0).ok());
   EXPECT_FALSE(result) << "no work ran: the members sleep";
   // At least once (b's stall); a loaded machine may have preempted the first spin too.
