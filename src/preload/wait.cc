@@ -212,7 +212,8 @@ class PollWindow {
   bool poll_more(uint64_t now) {
     if (!enabled_ || stopped_) return false;
     spin_.on_idle(now);
-    // A round that took this long lost the CPU (contention): stop polling for a while.
+    // A round far longer than the usual one lost the CPU (contention): stop polling for a
+    // while (AdaptiveSpin::on_round).
     if (last_ != 0) spin_.on_round(now - last_, now);
     last_ = now;
     if (now >= spin_.deadline()) return stop();

@@ -26,12 +26,13 @@
 // the very thread it waits for, and each exchange costs a scheduler time slice instead of
 // a wakeup (measured here: 0.1x TCP's rate instead of 20x).  The sign is that the spin
 // itself loses the CPU: the clock jumps between two polls by far more than a round takes
-// (PreemptionBar; SpinGroup sees it and calls on_preempted).  Then polling stops for a cool-down, 1 ms at first, doubling up to 1 s
-// while it keeps happening and halving with every gap caught while spinning outside a
-// cool-down; in between the side sleeps at once (pure event mode, which is what a
-// contended CPU rewards).  The gap during which the spin lost its CPU teaches nothing (its
-// length is the scheduler's, not the peer's); the gaps seen while cooling down are learnt
-// as usual (they are short misses or idle gaps), so polling resumes with a window that fits.
+// (PreemptionBar; SpinGroup sees it and calls on_preempted).  Then polling stops for a
+// cool-down, 1 ms at first, doubling up to 1 s while it keeps happening and halving with
+// every gap caught while spinning outside a cool-down; in between the side sleeps at once
+// (pure event mode, which is what a contended CPU rewards).  The gap during which the spin
+// lost its CPU teaches nothing (its length is the scheduler's, not the peer's); the gaps
+// seen while cooling down are learnt as usual (they are short misses or idle gaps), so
+// polling resumes with a window that fits.
 //
 // Fixed mode (shm's busy_poll_us) spins a constant window and never tunes or backs off (it
 // is for dedicated cores); off never spins.
