@@ -1,5 +1,6 @@
 #include "auto.h"
 
+#include <cerrno>
 #include <mutex>
 #include <utility>
 
@@ -260,26 +261,41 @@ class AutoTransport final : public Transport {
 
   Result<std::unique_ptr<Listener>> listen(EventLoop& loop, const Endpoint& ep, AcceptCallback on_accept) override {
     CONDUIT_ASSIGN_OR_RETURN(AutoOptions o, parse_options(ep));
-    auto l = std::make_unique<AutoListener>();
-    CONDUIT_ASSIGN_OR_RETURN(l->tcp_, find_transport("tcp")->listen(loop, inner(ep, "tcp", o.tcp), on_accept));
-    // Port 0: the RDMA side takes the number TCP got.
-    const std::string tcp_url = l->tcp_->url();
-    l->address_ = tcp_url.substr(tcp_url.find("://") + 3);
-    Transport* rdma = find_transport("rdma");
-    if (rdma != nullptr && rdma_device_present()) {
-      Endpoint r = inner(ep, "rdma", o.rdma);
-      r.address = l->address_;
-      auto rl = rdma->listen(loop, r, on_accept);
-      if (rl.ok()) {
-        l->rdma_ = std::move(*rl);
-      } else {
-        CONDUIT_LOG(kInfo) << "auto://" << l->address_ << ": serving TCP only (RDMA: " << rl.status().to_string() << ")";
+    CONDUIT_ASSIGN_OR_RETURN(auto host_port, ep.host_port());
+    // Port 0: the RDMA side takes the number TCP got.  rdma_cm's port space is not TCP's, so
+    // that number may already be bound there (another process's rdma listener or connection):
+    // then both are dropped and the kernel is asked for another, a bounded number of times.
+    const int attempts = host_port.second == 0 ? kEphemeralAttempts : 1;
+    for (int attempt = 1;; ++attempt) {
+      auto l = std::make_unique<AutoListener>();
+      CONDUIT_ASSIGN_OR_RETURN(l->tcp_, find_transport("tcp")->listen(loop, inner(ep, "tcp", o.tcp), on_accept));
+      const std::string tcp_url = l->tcp_->url();
+      l->address_ = tcp_url.substr(tcp_url.find("://") + 3);
+      Transport* rdma = find_transport("rdma");
+      if (rdma != nullptr && rdma_device_present()) {
+        Endpoint r = inner(ep, "rdma", o.rdma);
+        r.address = l->address_;
+        auto rl = rdma->listen(loop, r, on_accept);
+        if (rl.ok()) {
+          l->rdma_ = std::move(*rl);
+        } else if (attempt < attempts && rl.status().detail_kind() == DetailKind::kErrno &&
+                   rl.status().detail() == EADDRINUSE) {
+          l->close();
+          continue;  // another ephemeral port
+        } else {
+          CONDUIT_LOG(kInfo) << "auto://" << l->address_ << ": serving TCP only (RDMA: " << rl.status().to_string()
+                             << ")";
+        }
       }
+      if (l->rdma_) CONDUIT_LOG(kInfo) << "auto://" << l->address_ << ": serving RDMA and TCP";
+      return std::unique_ptr<Listener>(std::move(l));
     }
-    if (l->rdma_) CONDUIT_LOG(kInfo) << "auto://" << l->address_ << ": serving RDMA and TCP";
-    return std::unique_ptr<Listener>(std::move(l));
   }
 
+ private:
+  static constexpr int kEphemeralAttempts = 16;
+
+ public:
   Result<std::unique_ptr<Connection>> connect(EventLoop& loop, const Endpoint& ep, ConnectCallback on_connect) override {
     CONDUIT_ASSIGN_OR_RETURN(AutoOptions o, parse_options(ep));
     CONDUIT_RETURN_IF_ERROR(ep.host_port().status());
