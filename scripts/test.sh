@@ -9,7 +9,8 @@
 #      builds inside it, with CONDUIT_REQUIRE_RDMA=1 so a missing device fails, never skips
 #   5. boot two guests joined by a private link (testbed/run --hosts 2) and run the
 #      `twohost`-labelled fault scenarios of the plain build from the host, with
-#      CONDUIT_REQUIRE_TWOHOST=1 so that they fail instead of skipping
+#      CONDUIT_REQUIRE_TWOHOST=1 so that they fail instead of skipping; a failed scenario runs
+#      once more on two freshly booted guests and must pass there (named in a closing NOTE)
 # Exits non-zero if any step fails; ends with a one-line total.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -86,9 +87,28 @@ fi
 echo "== two-host fault tests (testbed/run --hosts 2, plain build) =="
 # The scenarios run one at a time on the host and drive both guests (testbed/guest); each
 # takes 0.5-3 minutes on a loaded machine.
-if ! CONDUIT_REQUIRE_TWOHOST=1 testbed/run --hosts 2 --timeout "${CONDUIT_TWOHOST_TIMEOUT:-1800}" -- \
-  ctest --test-dir build -L twohost --output-on-failure -j1 2>&1 | tee "$logs/twohost.log"; then
-  status=1
+twohost() {  # twohost LOG [CTEST_ARGS...]: one two-host boot running the scenarios
+  local log=$1
+  shift
+  CONDUIT_REQUIRE_TWOHOST=1 testbed/run --hosts 2 --timeout "${CONDUIT_TWOHOST_TIMEOUT:-1800}" -- \
+    ctest --test-dir build -L twohost --output-on-failure -j1 "$@" 2>&1 | tee "$log"
+}
+if ! twohost "$logs/twohost.log"; then
+  # A scenario kills, partitions and reboots emulated hosts; a failed one runs once more on two
+  # freshly booted guests.  It passes only if it passes there; the first failure stays above,
+  # with its evidence, and is named again at the end (tests/twohost/README.md, "Reruns").
+  failed_scenarios=$(sed -nE 's/^[[:space:]]*[0-9]+ - (twohost_[a-z_]+) \(.*\)$/\1/p' "$logs/twohost.log" | paste -sd '|')
+  if [[ -n $failed_scenarios ]]; then
+    echo "== two-host fault tests: once more on fresh guests: ${failed_scenarios//|/ } =="
+    mv "$logs/twohost.log" "$logs/twohost-first-boot.txt"  # the total counts the rerun instead
+    if twohost "$logs/twohost.log" -R "^(${failed_scenarios})\$"; then
+      rerun_note="two-host scenario(s) failed on the first boot and passed on fresh guests: ${failed_scenarios//|/ }"
+    else
+      status=1
+    fi
+  else
+    status=1
+  fi
 fi
 
 # One total across all runs, from ctest's own summaries.
@@ -105,4 +125,5 @@ if ((runs < 6)); then
   status=1
 fi
 echo "total: $passed passed, $failed failed"
+[[ -z ${rerun_note:-} ]] || echo "test.sh: NOTE: $rerun_note (their first output is above)"
 exit $status

@@ -103,13 +103,13 @@ start_stream_server() {
 qp_count() { "$G" "$1" run --timeout 30 -- rdma resource show qp 2>/dev/null | grep -c " type RC .* pid $2 " || true; }
 mr_count() { "$G" "$1" run --timeout 30 -- rdma resource show mr 2>/dev/null | grep -c " pid $2 " || true; }
 
-# job_state HOST JOB: the job's process state and kernel stack, for a job that did not end
+# job_state HOST JOB: the state and kernel stack of each of the job's threads, for a job that did not end
 # when it should have (evidence for a report).
 job_state() {
 	local pid
 	pid=$("$G" "$1" pid "$2" 2>/dev/null) || return 0
-	"$G" "$1" run --timeout 30 -- sh -c "for p in \$(pgrep -g $pid); do
-		echo \"pid \$p: \$(grep State /proc/\$p/status) wchan \$(cat /proc/\$p/wchan)\"; cat /proc/\$p/stack; done" 2>&1 |
+	"$G" "$1" run --timeout 30 -- sh -c "for p in \$(pgrep -g $pid); do for t in /proc/\$p/task/*; do
+		echo \"pid \$p task \${t##*/}: \$(grep State \$t/status) wchan \$(cat \$t/wchan)\"; cat \$t/stack; done; done" 2>&1 |
 		sed "s/^/    $1:$2 | /" || true
 }
 

@@ -79,8 +79,10 @@ say "partition for 3 s against a 3 x 67 ms retry budget"
 line=$(wait_for b budget '^done ' 30) || true
 say "client: $line"
 stall=$(field "$line" stall_ms)
+# done LINE, STALL: an error that names the retries, seen within 3 s
+failed_on_retries() { [ "$(field "$1" result)" = error ] && le "$2" 3000 && grep -qi 'retry' <<<"$(field "$1" error)"; }
 check "the writer's QP fails with retry exceeded, within budget + a keepalive tick + slack (stall ${stall} ms: $(field "$line" error))" \
-	[ "$(field "$line" result)" = error ] && le "$stall" 3000 && grep -qi 'retry' <<<"$(field "$line" error)"
+	failed_on_retries "$line" "$stall"
 sline=$(wait_for a srv-qp '^done id=1 ' 30) || true
 say "server: $sline"
 check "the server's end of it fails too ($(field "$sline" error))" [ "$(field "$sline" result)" = error ]
