@@ -28,6 +28,9 @@ FallbackSchedule& schedule() {
   return s;
 }
 
+// auto://host:0 listeners: how many ephemeral ports to try for one that is free for RDMA too.
+constexpr int kEphemeralAttempts = 16;
+
 // auto's own options (tcp.* and rdma.* go to the inner transports untouched).
 using AutoRow = OptionRow<AutoOptions>;
 constexpr AutoRow kAutoRows[] = {
@@ -262,6 +265,7 @@ class AutoTransport final : public Transport {
   Result<std::unique_ptr<Listener>> listen(EventLoop& loop, const Endpoint& ep, AcceptCallback on_accept) override {
     CONDUIT_ASSIGN_OR_RETURN(AutoOptions o, parse_options(ep));
     CONDUIT_ASSIGN_OR_RETURN(auto host_port, ep.host_port());
+    Transport* rdma = rdma_device_present() ? find_transport("rdma") : nullptr;
     // Port 0: the RDMA side takes the number TCP got.  rdma_cm's port space is not TCP's, so
     // that number may already be bound there (another process's rdma listener or connection):
     // then both are dropped and the kernel is asked for another, a bounded number of times.
@@ -271,31 +275,24 @@ class AutoTransport final : public Transport {
       CONDUIT_ASSIGN_OR_RETURN(l->tcp_, find_transport("tcp")->listen(loop, inner(ep, "tcp", o.tcp), on_accept));
       const std::string tcp_url = l->tcp_->url();
       l->address_ = tcp_url.substr(tcp_url.find("://") + 3);
-      Transport* rdma = find_transport("rdma");
-      if (rdma != nullptr && rdma_device_present()) {
-        Endpoint r = inner(ep, "rdma", o.rdma);
-        r.address = l->address_;
-        auto rl = rdma->listen(loop, r, on_accept);
-        if (rl.ok()) {
-          l->rdma_ = std::move(*rl);
-        } else if (attempt < attempts && rl.status().detail_kind() == DetailKind::kErrno &&
-                   rl.status().detail() == EADDRINUSE) {
-          l->close();
-          continue;  // another ephemeral port
-        } else {
-          CONDUIT_LOG(kInfo) << "auto://" << l->address_ << ": serving TCP only (RDMA: " << rl.status().to_string()
-                             << ")";
-        }
+      if (rdma == nullptr) return std::unique_ptr<Listener>(std::move(l));
+      Endpoint r = inner(ep, "rdma", o.rdma);
+      r.address = l->address_;
+      auto rl = rdma->listen(loop, r, on_accept);
+      if (rl.ok()) {
+        l->rdma_ = std::move(*rl);
+        CONDUIT_LOG(kInfo) << "auto://" << l->address_ << ": serving RDMA and TCP";
+      } else if (attempt < attempts && rl.status().detail_kind() == DetailKind::kErrno &&
+                 rl.status().detail() == EADDRINUSE) {
+        l->close();
+        continue;  // another ephemeral port
+      } else {
+        CONDUIT_LOG(kInfo) << "auto://" << l->address_ << ": serving TCP only (RDMA: " << rl.status().to_string() << ")";
       }
-      if (l->rdma_) CONDUIT_LOG(kInfo) << "auto://" << l->address_ << ": serving RDMA and TCP";
       return std::unique_ptr<Listener>(std::move(l));
     }
   }
 
- private:
-  static constexpr int kEphemeralAttempts = 16;
-
- public:
   Result<std::unique_ptr<Connection>> connect(EventLoop& loop, const Endpoint& ep, ConnectCallback on_connect) override {
     CONDUIT_ASSIGN_OR_RETURN(AutoOptions o, parse_options(ep));
     CONDUIT_RETURN_IF_ERROR(ep.host_port().status());
