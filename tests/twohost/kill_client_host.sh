@@ -53,8 +53,18 @@ check "conduit-kv released the dead client's QP ($(qp_count a "$kv_pid") left, $
 [[ $(qp_count a "$kv_pid") == 0 ]] || job_state a kv
 out=$("$G" a run --timeout 120 -- "$KVCHECK" check "rdma://$A:6391" --log "$WORK/acks-b" --unlogged 8) || true
 say "live server: $out"
-check "the live server has every acknowledged write ($acked+ SETs)" grep -q 'result=ok' <<<"$out"
-grep -q 'result=ok' <<<"$out" || job_state a kv
+# Evidence for a failed connect to a server on a: the client's last lines and the server's threads.
+kv_evidence() {
+	tail -n 5 <<<"$out" | sed 's/^/    client | /'
+	job_state a kv
+}
+srv_evidence() {
+	tail -n 5 <<<"$out" | sed 's/^/    client | /'
+	"$G" a output srv 2>&1 | tail -n 8 | sed 's/^/    a:srv | /'
+	job_state a srv
+	"$G" a run --timeout 30 -- rdma resource show cm_id 2>&1 | sed 's/^/    a:cm_id | /' || true
+}
+check_else kv_evidence "the live server has every acknowledged write ($acked+ SETs)" grep -q 'result=ok' <<<"$out"
 # The AOF alone: load a copy into a fresh conduit-kv on the host and look again.
 cp -r "$WORK/kv" "$WORK/kv-copy"
 "$KV" --port 0 --bind 127.0.0.1 --appendonly yes --dir "$WORK/kv-copy" --loglevel warning 2>"$WORK/replay.log" &
@@ -78,17 +88,8 @@ start=$SECONDS
 "$G" b boot
 say "b booted again in $((SECONDS - start)) s"
 out=$("$G" b run --timeout 120 -- "$STREAM" send "rdma://$A:7301?$KA" --bytes 2000000 --timeout 60) || true
-if grep -q '^done .*result=ok' <<<"$out"; then pass "a new stream from the restarted host works"; else
-	fail "a new stream from the restarted host works"
-	tail -n 5 <<<"$out" | sed 's/^/    b | /'
-	"$G" a output srv 2>&1 | tail -n 8 | sed 's/^/    a:srv | /'
-	job_state a srv
-	"$G" a run --timeout 30 -- rdma resource show cm_id 2>&1 | sed 's/^/    a:cm_id | /' || true
-fi
+check_else srv_evidence "a new stream from the restarted host works" grep -q '^done .*result=ok' <<<"$out"
 out=$("$G" b run --timeout 120 -- "$KVCHECK" check "rdma://$A:6391" --log "$WORK/acks-b" --unlogged 8) || true
-if grep -q 'result=ok' <<<"$out"; then pass "a new kv connection from the restarted host reads every acknowledged write"; else
-	fail "a new kv connection from the restarted host reads every acknowledged write"
-	tail -n 5 <<<"$out" | sed 's/^/    b | /'
-	job_state a kv
-fi
+check_else kv_evidence "a new kv connection from the restarted host reads every acknowledged write" \
+	grep -q 'result=ok' <<<"$out"
 finish

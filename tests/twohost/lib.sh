@@ -54,10 +54,13 @@ fail() {
 	failures=$((failures + 1))
 }
 # check DESCRIPTION COMMAND...: PASS if the command succeeds
-check() {
-	local what=$1
-	shift
-	if "$@"; then pass "$what"; else fail "$what"; fi
+check() { check_else : "$@"; }
+# check_else EVIDENCE DESCRIPTION COMMAND...: as check; on a FAIL it also runs EVIDENCE (a
+# function printing what a report needs to explain it)
+check_else() {
+	local evidence=$1 what=$2
+	shift 2
+	if "$@"; then pass "$what"; else fail "$what"; "$evidence"; fi
 }
 # A RESULT line per measured fault, collected for docs/FAILURES.md.
 result() { echo "RESULT $NAME $*"; }
@@ -137,7 +140,7 @@ le() { [[ -n $1 && -n $2 ]] && (($1 <= $2)); }
 
 finish() {
 	say "done: $failures failed check(s)"
-	"$G" reset >/dev/null 2>&1 || true
+	"$G" reset >/dev/null || true  # its stderr: why it had to reboot the guests, if it did
 	((failures == 0))
 }
 
