@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "conduit/base/clock.h"
+#include "rdma/rdma.h"
 #include "conduit/base/log.h"
 #include "conduit/transport/endpoint.h"
 
@@ -439,8 +440,15 @@ std::string Conformance::connect_url(const Listener& listener) const {
     p.client->close();
     p.server->close();
   }
+  return settle();
+}
+
+::testing::AssertionResult Conformance::settle() {
   run_for(20ms);
-  return ::testing::AssertionSuccess();
+  return run_until([&] {
+    const auto st = transport::rdma::reaper_stats(*loop_);
+    return st.closers == 0 && st.outstanding == 0;
+  }, "the teardown of closed connections (graceful closes, QP destroys) to finish", std::chrono::milliseconds(20000));
 }
 
 }  // namespace conduit::conformance

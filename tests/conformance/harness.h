@@ -265,6 +265,10 @@ class Conformance : public ::testing::TestWithParam<TransportCase> {
   // whole process (librdmacm opens each device once and keeps it) exists before a test
   // counts descriptors: the count then measures what connections leave behind.
   ::testing::AssertionResult warm_up();
+  // Runs the loop until the teardown of closed connections that goes on after close() is
+  // done (rdma: lingering closes, QPs destroyed off the loop), so that descriptor counts
+  // taken after it compare like with like.  Bounded (20 s).
+  ::testing::AssertionResult settle();
 
   ::testing::AssertionResult run_until(const std::function<bool()>& done, const std::string& what,
                                        std::chrono::milliseconds limit = default_deadline()) {

@@ -378,11 +378,11 @@ TEST_P(Conformance, ConnectCloseCyclesLeakNoFdsOrMemory) {
 
   const uint64_t warmup = std::min<uint64_t>(100, cycles);
   for (uint64_t i = 0; i < warmup; ++i) ASSERT_TRUE(cycle(i));
-  run_for(20ms);
+  ASSERT_TRUE(settle());
   const size_t fds_before = open_fd_count();
   const size_t rss_before = resident_bytes();
   for (uint64_t i = warmup; i < cycles; ++i) ASSERT_TRUE(cycle(i));
-  run_for(50ms);
+  ASSERT_TRUE(settle());
   const size_t fds_after = open_fd_count();
   const size_t rss_after = resident_bytes();
   EXPECT_EQ(fds_after, fds_before) << "fd count changed over " << cycles - warmup << " connect/close cycles";

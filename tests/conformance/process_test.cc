@@ -95,8 +95,8 @@ TEST_P(Conformance, PeerKilledWhileWritingGivesEofOrErrorAndNoFdLeak) {
     s->close();
     s.reset();
     l.reset();
-    run_for(20ms);
   }
+  ASSERT_TRUE(settle());
   EXPECT_EQ(open_fd_count(), fds_before) << "file descriptors leaked by a connection whose peer was killed";
 }
 
@@ -139,8 +139,8 @@ TEST_P(Conformance, PeerKilledWhileWeWriteGivesWriterAnErrorAndNoFdLeak) {
     s->close();
     s.reset();
     l.reset();
-    run_for(20ms);
   }
+  ASSERT_TRUE(settle());
   EXPECT_EQ(open_fd_count(), fds_before) << "file descriptors leaked by a connection whose peer was killed";
 }
 

@@ -14,6 +14,8 @@ using namespace conduit::verbs;
 using ring::Extent;
 using ring::RingGeometry;
 
+Closer::~Closer() { ctx_->reap(std::move(res_)); }
+
 void Closer::start(uint64_t linger_ms) {
   res_->id->set_user_data(static_cast<CmSink*>(this));
   res_->hub->attach(res_->cq->native_handle(), this);

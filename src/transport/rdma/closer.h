@@ -47,7 +47,7 @@ class Closer final : public CqSink, public CmSink {
         peer_(std::move(peer)),
         offers_(std::move(offers)),
         recv_slots_(recv_slots) {}
-  ~Closer() = default;
+  ~Closer();  // the resources go to the loop's reaper
 
   // Takes over the CQ's events (from the loop's CqHub) and the CM events (ends at once if that fails).
   void start(uint64_t linger_ms);

@@ -279,7 +279,7 @@ void RdmaConnection::release_resources() {
   stop_spinning();
   if (channel_watched_) res_->hub->detach(res_->cq->native_handle());
   channel_watched_ = false;
-  res_.reset();  // QP first, then its memory, CQ, channel, SRQ, PD (QpResources)
+  ctx_->reap(std::move(res_));  // the QP off the loop, then its memory, CQ, SRQ, PD (QpResources)
 }
 
 void RdmaConnection::on_srq_completion(const Completion& wc) {
@@ -298,7 +298,7 @@ bool RdmaConnection::linger() {
   cancel_timers();
   if (channel_watched_) res_->hub->detach(res_->cq->native_handle());
   channel_watched_ = false;
-  if (res_->srq_attached) res_->srq->orphan(res_->qpn);  // receives stay the pool's; the Closer reads none
+  res_->orphan();  // receives stay the pool's (srq=1); the Closer reads none
   const uint32_t ctrl_recv_slots_at_close = ctrl_recv_slots();
   stage_owned();
   rv_park();  // the offered slices stay with the resources until the QP is gone

@@ -39,8 +39,8 @@ LoopContext::LoopContext(EventLoop& loop) : loop_(loop) {}
 LoopContext::~LoopContext() = default;
 
 void LoopContext::release() {
-  if (--refs_ > 0 || !closers_.empty()) return;  // the last closer's retirement deletes it
-  destroy();
+  --refs_;
+  if (unused()) destroy();  // else the last closer's retirement or QP's reaping deletes it
 }
 
 void LoopContext::mark_pending_soon(RdmaConnection* c) {
@@ -50,6 +50,11 @@ void LoopContext::mark_pending_soon(RdmaConnection* c) {
 }
 
 void LoopContext::destroy() {
+  destroying_ = true;  // closers retired but not yet destroyed release their resources here
+  retired_.clear();
+  to_reap_.clear();
+  reaper_.stop();  // idle (unused()), unless the loop is going: then it waits for the kernel
+  for (auto& r : reaper_.take_done()) r.reset();
   if (!loop_gone_) {
     if (nudge_timer_ != 0) loop_.cancel(nudge_timer_);
     loop_.set_slot(&kSlotKey, nullptr);
@@ -75,12 +80,60 @@ void LoopContext::retire(Closer* c) {
   loop_.wake();  // make sure the hook runs soon even if nothing else happens
 }
 
+void LoopContext::reap(std::unique_ptr<QpResources> res) {
+  if (!res) return;
+  if (tearing_down_ || loop_gone_ || destroying_) return res.reset();  // nothing to hand them back to
+  res->prepare_to_reap();
+  to_reap_.push_back(std::move(res));
+  // Our hook runs before the loop sleeps -- unless it already ran in this iteration (we are
+  // in a later hook, e.g. another layer's): then the loop must not sleep first.
+  if (!in_hook_ && hook_iteration_ == loop_.iterations()) loop_.wake();
+}
+
+void LoopContext::hand_to_reaper() {
+  if (to_reap_.empty()) return;
+  // librdmacm's rdma_get_cm_event acts on an id's QP for some events (a late CONNECT_RESPONSE
+  // or REJECTED moves it to RTR/RTS or ERR); with the QP being destroyed on another thread
+  // that must not happen on this loop's channel, so the id moves to one nobody reads (its
+  // events there die with it).  rdma_migrate_id waits for the id's events read here to be
+  // acknowledged: CmId::next_event acknowledges each as it reads it, so it does not wait.
+  if (!reap_channel_) {
+    auto ch = EventChannel::create();
+    if (ch.ok())
+      reap_channel_ = std::move(*ch);
+    else
+      CONDUIT_LOG(kWarn) << "rdma: no event channel for the QP reaper (QPs are destroyed on the loop): "
+                         << ch.status().to_string();
+  }
+  for (auto& res : to_reap_) {
+    Status moved = !res->id ? Status() : !reap_channel_ ? Status(Code::kInternal, "no channel") : res->id->migrate(reap_channel_);
+    if (moved.ok()) {
+      reaper_.give(std::move(res));
+    } else {
+      CONDUIT_LOG(kDebug) << "rdma: QP " << res->qpn << " destroyed on the loop: " << moved.to_string();
+      res.reset();
+    }
+  }
+  to_reap_.clear();
+}
+
+ReaperStats LoopContext::reaper_stats(EventLoop& loop) {
+  auto* ctx = static_cast<LoopContext*>(loop.slot(&kSlotKey));
+  if (ctx == nullptr) return {};
+  return ReaperStats{ctx->closers_.size(), ctx->reaper_.given(), ctx->reaper_.outstanding(), ctx->reaper_.slowest_ns()};
+}
+
 void LoopContext::on_loop_teardown() {
   tearing_down_ = true;
   // Graceful closes still waiting are abandoned: the loop that would finish them is going.
   for (auto& [raw, c] : closers_) c->abandon();
   closers_.clear();
   retired_.clear();
+  to_reap_.clear();
+  // QPs still being destroyed are waited for (the kernel may take its time); their
+  // resources are released here.
+  reaper_.stop();
+  for (auto& r : reaper_.take_done()) r.reset();
   if (refs_ == 0) return destroy();
   // Connections or listeners outlived their loop (a caller bug): never touch the loop again.
   CONDUIT_LOG(kWarn) << "rdma: event loop destroyed while " << refs_ << " RDMA connection(s)/listener(s) still use it";
@@ -175,27 +228,30 @@ void LoopContext::on_events(uint32_t) {
 
 bool LoopContext::run_pending() {
   hook_iteration_ = loop_.iterations();
-  if (!retired_.empty()) {
-    retired_.clear();
-    if (refs_ == 0 && closers_.empty()) {
-      destroy();
-      return false;
-    }
-  }
+  retired_.clear();  // their resources go to to_reap_
   // Receive completions left queued by SrqPool::detach() or a per-QP drain.
   for (auto& [key, pool] : srqs_)
     if (pool->has_backlog()) (void)pool->process();
-  if (pending_.empty()) return false;
-  // Handlers may mark connections pending again: work on a copy.  Every pointer in it stays
-  // valid throughout (connections are destroyed only through EventLoop::destroy_later, and
-  // a closed one's run_deferred does nothing).
-  std::vector<RdmaConnection*> batch(pending_.begin(), pending_.end());
-  pending_.clear();
-  in_hook_ = true;
-  for (RdmaConnection* c : batch) {
-    if (c->run_deferred()) pending_.insert(c);
+  if (!pending_.empty()) {
+    // Handlers may mark connections pending again: work on a copy.  Every pointer in it
+    // stays valid throughout (connections are destroyed only through
+    // EventLoop::destroy_later, and a closed one's run_deferred does nothing).
+    std::vector<RdmaConnection*> batch(pending_.begin(), pending_.end());
+    pending_.clear();
+    in_hook_ = true;
+    for (RdmaConnection* c : batch) {
+      if (c->run_deferred()) pending_.insert(c);
+    }
+    in_hook_ = false;
   }
-  in_hook_ = false;
+  hand_to_reaper();
+  // Resources whose QP the reaper destroyed: the rest is released here, on the loop.
+  if (reaper_.busy())
+    for (auto& r : reaper_.take_done()) r.reset();
+  if (unused()) {
+    destroy();
+    return false;
+  }
   return !pending_.empty();
 }
 

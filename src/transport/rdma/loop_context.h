@@ -2,12 +2,14 @@
 // events it routes to the connection or listener owning each id, one protection domain per
 // device, one completion channel per device (CqHub), the shared receive queues (srq=1), the set of connections with deferred work
 // (data to post, data to deliver, writability to announce) serviced in a before-sleep hook,
-// and the graceful closes still in progress (Closer).
+// the graceful closes still in progress (Closer), and the thread that destroys closed
+// connections' QPs (QpReaper).
 //
 // Found through the loop's slot (EventLoop::slot), so there is no process-global table and
-// no lock: everything here runs on the loop's thread.  Reference-counted by its connections
-// and listeners; it lives on while closers remain and is torn down with the loop at the
-// latest.
+// no lock: everything here runs on the loop's thread (the QpReaper's thread touches only
+// the resources it was given).  Reference-counted by its connections and listeners; it
+// lives on while closers remain or QPs are being destroyed, and is torn down with the loop
+// at the latest.
 #pragma once
 
 #include <map>
@@ -19,6 +21,7 @@
 #include "conduit/reactor/event_loop.h"
 #include "conduit/verbs/verbs.h"
 #include "arena.h"
+#include "qp_reaper.h"
 #include "rdma.h"
 
 namespace conduit::transport::rdma {
@@ -47,6 +50,12 @@ class LoopContext final : public reactor::FdHandler {
   void adopt(std::unique_ptr<Closer> c);
   // A closer has finished (it may be inside its own handler): destroyed at the next hook.
   void retire(Closer* c);
+  // Releases a closed connection's (or closer's) resources: at the next hook the id moves
+  // to an event channel nobody reads, so that no event of it reaches this loop's librdmacm
+  // calls again, and the QP is destroyed on the reaper's thread (qp_reaper.h); the rest is
+  // released at a later hook.  At once when the loop is going.
+  void reap(std::unique_ptr<QpResources> res);
+  static ReaperStats reaper_stats(reactor::EventLoop& loop);
 
   reactor::EventLoop& loop() { return loop_; }
   const std::shared_ptr<verbs::EventChannel>& channel() const { return channel_; }
@@ -77,6 +86,8 @@ class LoopContext final : public reactor::FdHandler {
   ~LoopContext() override;
   bool run_pending();
   void on_loop_teardown();
+  bool unused() const { return refs_ == 0 && closers_.empty() && to_reap_.empty() && !reaper_.busy(); }
+  void hand_to_reaper();  // to_reap_: hook only (no CM event of theirs is being handled)
   void destroy();  // deletes this
 
   reactor::EventLoop& loop_;
@@ -88,6 +99,8 @@ class LoopContext final : public reactor::FdHandler {
   std::set<RdmaConnection*> pending_;
   std::map<Closer*, std::unique_ptr<Closer>> closers_;
   std::vector<std::unique_ptr<Closer>> retired_;
+  std::vector<std::unique_ptr<QpResources>> to_reap_;  // for the reaper, at the next hook
+  std::shared_ptr<verbs::EventChannel> reap_channel_;  // never read: the reaped ids' events die there
   reactor::EventLoop::HookId hook_ = 0;
   reactor::EventLoop::HookId teardown_ = 0;
   uint64_t hook_iteration_ = 0;  // loop iteration in which run_pending last started
@@ -95,7 +108,9 @@ class LoopContext final : public reactor::FdHandler {
   reactor::TimerId nudge_timer_ = 0;
   bool loop_gone_ = false;
   bool tearing_down_ = false;
+  bool destroying_ = false;
   int refs_ = 0;
+  QpReaper reaper_{[this] { loop_.wake(); }};  // last: joined before the rest goes
 };
 
 }  // namespace conduit::transport::rdma

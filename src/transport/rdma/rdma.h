@@ -41,5 +41,19 @@ struct ArenaStats {
   bool spares_idle = true;  // the spare keeper has nothing left to register (tests wait on it)
 };
 std::vector<ArenaStats> arena_stats(reactor::EventLoop& loop);
+
+// Diagnostics: the teardown of closed connections, which runs on after close(): graceful
+// closes still waiting for their data to be acknowledged (closer.h) and QPs being
+// destroyed off the loop thread (qp_reaper.h).  The loop's context, and its descriptors,
+// live until both are done.  All zero when the loop has no RDMA context.
+struct ReaperStats {
+  uint64_t closers = 0;      // graceful closes in progress
+  uint64_t given = 0;        // QPs handed to the reaper since the loop's context was made
+  uint64_t outstanding = 0;  // ... whose resources are not released yet
+  uint64_t slowest_ns = 0;   // the longest one destroy took
+};
+ReaperStats reaper_stats(reactor::EventLoop& loop);
+// Fault injection for tests: every QP destroy off the loop first sleeps `ms` (0 = off).
+void set_qp_destroy_delay_for_tests(uint32_t ms);
 }  // namespace rdma
 }  // namespace conduit::transport

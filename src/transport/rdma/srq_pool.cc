@@ -87,14 +87,31 @@ int SrqPool::process(std::optional<uint32_t> only) {
     backlog_.erase(it);
     ++completions_;
     auto c = qps_.find(wc.qp_num);
-    if (c != qps_.end() && c->second != nullptr) c->second->on_srq_completion(wc);
+    if (c != qps_.end() && c->second.client != nullptr) c->second.client->on_srq_completion(wc);
     give_back(wr_index(wc.wr_id));
     if (++since_check_ >= std::max(1u, depth_ / 4)) check_low_water();
   }
   return polled;
 }
 
-void SrqPool::detach(uint32_t qpn) {
+void SrqPool::attach(uint32_t qpn, SrqClient* c) {
+  if (auto it = qps_.find(qpn); it != qps_.end() && it->second.client == nullptr) reclaim(qpn);
+  qps_[qpn] = Qp{c, 0};
+}
+
+uint64_t SrqPool::orphan(uint32_t qpn) {
+  qps_[qpn] = Qp{nullptr, ++next_token_};
+  return next_token_;
+}
+
+void SrqPool::detach(uint32_t qpn, uint64_t token) {
+  auto it = qps_.find(qpn);
+  if (it == qps_.end() || it->second.client != nullptr || it->second.token != token) return;
+  reclaim(qpn);
+  qps_.erase(qpn);
+}
+
+void SrqPool::reclaim(uint32_t qpn) {
   (void)poll_all();
   for (auto it = backlog_.begin(); it != backlog_.end();) {
     if (it->qp_num != qpn) {
@@ -105,7 +122,6 @@ void SrqPool::detach(uint32_t qpn) {
     it = backlog_.erase(it);
     give_back(slot);
   }
-  qps_.erase(qpn);
   if (!backlog_.empty() && wake_) wake_();  // others' completions, polled here, still to deliver
 }
 

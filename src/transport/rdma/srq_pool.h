@@ -43,9 +43,11 @@ class SrqClient {
 // - on QP error, receives still in the SRQ stay there: they are not flushed per QP the way
 //   a private receive queue is (ibv_create_srq(3); rxe's check_resource() flushes only a
 //   WQE the QP had already taken, e.g. mid multi-packet SEND, and returns);
-// - completions of a QP handed to a Closer, or of one already destroyed, are not delivered:
-//   their slots are re-posted.  QP numbers are reused, so detach() takes a destroyed QP's
-//   completions out of the CQ before forgetting its number.
+// - completions of a QP handed to a Closer, or being destroyed, or already destroyed, are
+//   not delivered: their slots are re-posted.  QP numbers are reused, so a destroyed QP's
+//   completions are taken out of the CQ before its number is forgotten (detach()) or given
+//   to the new QP that reuses it (attach(): QPs are destroyed off the loop thread, so a new
+//   QP may get the number before the old one's detach() has run).
 // The one window left: a WQE a QP took mid multi-packet SEND (only a hostile peer sends one
 // to a 32-byte receive) and never flushed because the QP was destroyed first is lost.
 //
@@ -64,12 +66,15 @@ class SrqPool final : public reactor::FdHandler {
   const std::shared_ptr<verbs::CompletionQueue>& cq() const { return cq_; }
   const uint8_t* slot_data(uint32_t slot) const { return buf_->data() + static_cast<size_t>(slot) * kCtrlSize; }
 
-  // Completions of `qpn` go to `c` from now on.
-  void attach(uint32_t qpn, SrqClient* c) { qps_[qpn] = c; }
-  // Its QP now belongs to a Closer: completions are re-posted, not delivered.
-  void orphan(uint32_t qpn) { qps_[qpn] = nullptr; }
-  // After the QP is destroyed: reclaims its completions still queued and forgets it.
-  void detach(uint32_t qpn);
+  // Completions of `qpn` go to `c` from now on.  A QP number still held by an orphan is
+  // the number of a destroyed QP reused: its completions still queued are reclaimed first.
+  void attach(uint32_t qpn, SrqClient* c);
+  // Its QP is closing (a Closer's, or being destroyed off the loop: qp_reaper.h):
+  // completions are re-posted, not delivered.  Returns the token detach() takes.
+  uint64_t orphan(uint32_t qpn);
+  // After the QP is destroyed: reclaims its completions still queued and forgets it --
+  // unless a new QP took the number since (attach reclaimed them then; `token` is stale).
+  void detach(uint32_t qpn, uint64_t token);
   // Polls the CQ and delivers in order; with `only`, delivers that QP's completions and
   // leaves the rest queued (the loop's hook delivers them).  Returns how many were polled.
   int process(std::optional<uint32_t> only = std::nullopt);
@@ -98,7 +103,13 @@ class SrqPool final : public reactor::FdHandler {
   std::unique_ptr<verbs::RegisteredBuffer> buf_;
   std::vector<uint8_t> posted_;  // per slot: 1 = in the SRQ
   uint32_t posted_count_ = 0;
-  std::map<uint32_t, SrqClient*> qps_;     // qp_num -> connection; nullptr = orphaned
+  struct Qp {
+    SrqClient* client = nullptr;  // nullptr = orphaned
+    uint64_t token = 0;           // the orphan's, for detach()
+  };
+  void reclaim(uint32_t qpn);  // polls, and re-posts the slots of qpn's queued completions
+  std::map<uint32_t, Qp> qps_;             // qp_num -> its connection
+  uint64_t next_token_ = 0;
   std::deque<verbs::Completion> backlog_;  // polled, not yet delivered (slots held)
   uint32_t low_water_ = 0;                 // armed limit; 0 = the device can't arm one
   uint32_t since_check_ = 0;
