@@ -12,7 +12,6 @@
 #include "conduit/base/clock.h"
 #include "conduit/transport/connection.h"
 #include "rdma/rdma.h"
-#include "rdma_env.h"
 #include "rdma_test_util.h"
 
 namespace conduit::transport {
@@ -22,13 +21,11 @@ using reactor::EventLoop;
 using testing::kMs;
 using testing::run_until;
 
-class RdmaQpReaper : public ::testing::Test {
+class RdmaQpReaper : public testing::RdmaDeviceTest {
  protected:
   void SetUp() override {
-    CONDUIT_OPEN_DEVICE_OR_SKIP(ctx);
-    (void)ctx;
-    CONDUIT_REQUIRE_ADDR_OR_SKIP(a);
-    addr_ = a;
+    RdmaDeviceTest::SetUp();
+    if (IsSkipped()) return;
     auto l = EventLoop::create();
     ASSERT_TRUE(l.ok());
     loop_ = std::move(*l);
@@ -90,7 +87,6 @@ class RdmaQpReaper : public ::testing::Test {
     return n;
   }
 
-  std::string addr_;
   std::unique_ptr<EventLoop> loop_;
   std::unique_ptr<Listener> listener_;
   std::vector<std::unique_ptr<Connection>> clients_, accepted_;

@@ -47,14 +47,7 @@ void QpReaper::stop() {
     stopping_ = true;
   }
   cv_.notify_one();
-  if (thread_.joinable()) thread_.join();
-  // Given after the thread had gone (none today): destroyed here.
-  std::lock_guard lock(mu_);
-  for (auto& r : todo_) {
-    r->destroy_qp();
-    done_.push_back(std::move(r));
-  }
-  todo_.clear();
+  if (thread_.joinable()) thread_.join();  // it returns once todo_ is empty
 }
 
 void QpReaper::run() {
