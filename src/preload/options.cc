@@ -118,7 +118,9 @@ constexpr OptionRow kOptionRows[] = {
      "the most a blocking call (epoll_wait, poll, select, a blocking read or write) polls the accelerated "
      "connections before it sleeps in the kernel, adaptively: each thread learns how soon its waits end and polls "
      "only while that pays (short gaps: a window a few times the usual gap; long gaps: shrinking to none; a poll "
-     "that lost its CPU: none for a cool-down). A reply that comes within the window costs no wake-up; 0 = sleep "
+     "that lost its CPU: none for a cool-down; gaps of up to 8x this that a probe shows polling to shorten, as "
+     "when both ends wait on each other and wake-ups are slow: a bound of as much as 8x). A reply that comes "
+     "within the window costs no wake-up; 0 = sleep "
      "at once",
      apply_poll},
     {"spin_us", "CONDUIT_PRELOAD_SPIN_US", "0", "0–10000",

@@ -88,6 +88,69 @@ TEST(AdaptiveSpin, NeverAboveMax) {
   EXPECT_EQ(s.window_ns(), 20 * kUs);
 }
 
+// Two sides that wait on each other and both sleep: each gap holds the other's slow wake-up
+// (300 us here, over max).  A probe spins through one such gap; when spinning makes the gap
+// short (80 us) the bound lifts to twice that and the side polls from then on.
+TEST(AdaptiveSpin, AProbeThatShortensTheGapLiftsTheBoundPastMax) {
+  AdaptiveSpin s = AdaptiveSpin::adaptive(100 * kUs);
+  uint64_t t = kT0;
+  for (uint64_t i = 0; i < AdaptiveSpin::kProbeEvery - 1; ++i) gap(s, &t, 300 * kUs, true);
+  EXPECT_EQ(s.probes(), 0u);
+  s.on_idle(t);
+  EXPECT_LE(s.deadline(), t + 100 * kUs) << "no probe yet: the window stays within max";
+  s.on_sleep();
+  t += 300 * kUs;
+  s.on_work(t);
+  t += 100;
+  EXPECT_EQ(s.probes(), 1u) << "the 8th gap over max (and under 8 x max) arms a probe";
+  EXPECT_EQ(s.bound_ns(), 100 * kUs);
+  s.on_idle(t);
+  EXPECT_EQ(s.deadline(), t + 450 * kUs) << "1.5 x the sleeping gaps' average";
+  t += 80 * kUs;  // caught while spinning, far sooner than the sleeping gaps
+  s.on_work(t);
+  t += 100;
+  EXPECT_EQ(s.lifts(), 1u);
+  EXPECT_EQ(s.bound_ns(), 160 * kUs);
+  for (int i = 0; i < 50; ++i) gap(s, &t, 80 * kUs, false);
+  EXPECT_EQ(s.hits(), 50u);
+  EXPECT_EQ(s.window_ns(), 160 * kUs) << "4 x 80 us, held to the lifted bound";
+  s.on_idle(t);
+  EXPECT_EQ(s.deadline(), t + 160 * kUs);
+  gap(s, &t, 2000 * kUs, true);  // the peer went quiet: an idle gap drops the lift
+  EXPECT_EQ(s.bound_ns(), 100 * kUs);
+  EXPECT_LE(s.window_ns(), 100 * kUs);
+}
+
+// The gaps are the peer's think time: spinning does not shorten them, the bound stays, and
+// probes get rarer (8, then 16, then 32 gaps apart...).
+TEST(AdaptiveSpin, ProbesThatDoNotShortenTheGapGetRarer) {
+  AdaptiveSpin s = AdaptiveSpin::adaptive(100 * kUs);
+  uint64_t t = kT0;
+  uint64_t gaps = 0;
+  auto think = [&] {  // a gap of 300 us think time, asleep unless a probe spins through it
+    s.on_idle(t);
+    const bool probe = s.deadline() > t + 100 * kUs;
+    if (!probe) s.on_sleep();
+    t += 300 * kUs;
+    s.on_work(t);
+    t += 100;
+    ++gaps;
+  };
+  while (s.probes() < 4) think();
+  EXPECT_EQ(s.lifts(), 0u);
+  EXPECT_EQ(s.bound_ns(), 100 * kUs);
+  // Probes armed after gaps 8, 8+1+16, 8+1+16+1+32, 8+1+16+1+32+1+64 (a probed gap is not counted).
+  EXPECT_EQ(gaps, 8u + 1 + 16 + 1 + 32 + 1 + 64);
+  EXPECT_EQ(s.window_ns(), 0u) << "otherwise asleep: pure event mode";
+}
+
+TEST(AdaptiveSpin, NoProbesForGapsFarOverMax) {
+  AdaptiveSpin s = AdaptiveSpin::adaptive(50 * kUs);
+  uint64_t t = kT0;
+  for (int i = 0; i < 100; ++i) gap(s, &t, 400 * kUs, true);  // 8 x max: idle, not a near miss
+  EXPECT_EQ(s.probes(), 0u);
+}
+
 TEST(AdaptiveSpin, APreemptedSpinCoolsDownExponentially) {
   AdaptiveSpin s = AdaptiveSpin::adaptive(50 * kUs);
   uint64_t t = kT0;

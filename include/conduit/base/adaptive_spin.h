@@ -20,6 +20,21 @@
 //   The window never exceeds `max`; a fresh policy starts at `max`.  A connection that
 //   idles costs one window of spinning, then nothing.
 //
+// Probing past `max`.  Two sides that wait on each other (request/response) can both sleep
+// for good: each one's gap then holds the other's wake-up, and where a wake-up is slow (an
+// emulator: ~100 us) those gaps exceed `max` though spinning on both sides would make them
+// short -- the rules above never find that out.  So a side whose gaps after a sleep stay
+// under kProbeFactor x max (but not under max) spins, once every kProbeEvery such gaps, a
+// *probe* window of 1.5 x their average.  A gap is only worth spinning through if spinning
+// shortens it: a probe that catches its work in under 3/4 of the sleeping gaps' average
+// lifts the bound to twice that gap (never past kProbeFactor x max), and the usual rules
+// then run under that bound -- on both sides, since one side's spinning shortens the
+// other's gaps.  A probe that does not (the gap is the peer's think time, which no spinning
+// shortens) doubles the number of gaps until the next one, up to kMaxProbeEvery: a side
+// whose gaps are think time ends up spending one window in 1024 gaps on probes.  An idle
+// gap at or over the lifted bound drops it back to `max`.  On hardware, where a wake-up is ~20 us, gaps under `max` already
+// teach the window and probes are rare.
+//
 // Contention.  Spinning pays only when the peer runs on another CPU at the same time.  On
 // a machine with more runnable threads than CPUs -- or when the scheduler puts both ends on
 // one CPU, as it likes to for threads that wake each other -- a spinner keeps the CPU from
@@ -93,6 +108,11 @@ class AdaptiveSpin {
   bool enabled() const { return mode_ != Mode::kOff; }
   uint64_t window_ns() const { return window_; }
   uint64_t max_ns() const { return max_; }
+  // The bound in force: max, or what a successful probe lifted it to.
+  uint64_t bound_ns() const { return std::max(max_, lifted_); }
+  static constexpr uint64_t kProbeFactor = 8;  // probes look at gaps under 8 x max
+  static constexpr uint64_t kProbeEvery = 8;   // one probe per 8 such gaps at first...
+  static constexpr uint64_t kMaxProbeEvery = 1024;  // ...doubling after each failed probe
 
   // The side looked for work at `now` and found none.  The first such call after work
   // starts an idle gap (later ones extend it).
@@ -100,6 +120,8 @@ class AdaptiveSpin {
     if (idle_since_ != 0) return;
     idle_since_ = now;
     cooling_ = now < cool_until_;
+    probing_ = probe_next_ && !cooling_;
+    probe_next_ = false;
   }
   // One poll round of the spin took `round_ns` (the clock between two polls) and ended at
   // `now`: calls on_preempted(now) if that round lost the CPU (PreemptionBar).  True if so.
@@ -128,13 +150,36 @@ class AdaptiveSpin {
     slept_ = false;
     const bool preempted = gap_preempted_;
     gap_preempted_ = false;
+    const bool probed = probing_;
+    probing_ = false;
     if (mode_ != Mode::kAdaptive || preempted) return;
-    if (gap >= max_) {
-      ++idle_gaps_;
-      window_ /= 2;
-      if (window_ < kFloorNs) window_ = 0;
+    const bool lift = probed && !slept && gap < sleep_avg_ - sleep_avg_ / 4;
+    if (probed) probe_every_ = lift ? kProbeEvery : std::min(probe_every_ * 2, kMaxProbeEvery);
+    if (lift) {
+      // Spinning shortened the gap: lift the bound, and go on as after a hit.
+      ++lifts_;
+      lifted_ = std::min(2 * gap, kProbeFactor * max_);
+      avg_ = gap;
+      window_ = std::min(std::max({gap + gap / 2, kFloorNs, window_}), bound_ns());
       return;
     }
+    if (gap >= bound_ns()) {
+      ++idle_gaps_;
+      lifted_ = 0;
+      window_ /= 2;
+      if (window_ < kFloorNs) window_ = 0;
+      if (slept && gap < kProbeFactor * max_) {
+        sleep_avg_ = sleep_avg_ == 0 ? gap : sleep_avg_ - sleep_avg_ / 8 + gap / 8;
+        if (++near_gaps_ >= probe_every_) {
+          near_gaps_ = 0;
+          probe_next_ = true;
+          probe_window_ = std::min(sleep_avg_ + sleep_avg_ / 2, kProbeFactor * max_);
+          ++probes_;
+        }
+      }
+      return;
+    }
+    const uint64_t bound = bound_ns();
     avg_ = avg_ == 0 ? gap : avg_ - avg_ / 8 + gap / 8;
     const uint64_t past_gap = gap + gap / 2;
     if (slept) {
@@ -145,7 +190,7 @@ class AdaptiveSpin {
       window_ = std::max({avg_ * 4, past_gap, kFloorNs});
       if (!cooling_) cooldown_ = std::max(cooldown_ / 2, kMinCooldownNs);
     }
-    window_ = std::min(window_, max_);
+    window_ = std::min(window_, bound);
   }
 
   // Spin until this time; a time <= now means: don't spin (or stop), block.  While the
@@ -153,14 +198,17 @@ class AdaptiveSpin {
   uint64_t deadline() const {
     if (mode_ == Mode::kOff) return 0;
     if (idle_since_ == 0) return UINT64_MAX;
-    return cooling_ ? idle_since_ : idle_since_ + window_;
+    if (cooling_) return idle_since_;
+    return idle_since_ + (probing_ ? std::max(window_, probe_window_) : window_);
   }
 
   // What the policy saw (tests, stats).
   uint64_t hits() const { return hits_; }                  // idle gaps caught while spinning
   uint64_t short_misses() const { return short_misses_; }  // short gaps that found the side asleep
-  uint64_t idle_gaps() const { return idle_gaps_; }        // gaps of at least max
+  uint64_t idle_gaps() const { return idle_gaps_; }        // gaps of at least the bound
   uint64_t preemptions() const { return preemptions_; }    // spins that lost the CPU
+  uint64_t probes() const { return probes_; }              // probe windows armed
+  uint64_t lifts() const { return lifts_; }                // probes that lifted the bound
 
  private:
   AdaptiveSpin(Mode m, uint64_t max_ns) : mode_(m), max_(max_ns), window_(max_ns) {}
@@ -175,7 +223,15 @@ class AdaptiveSpin {
   bool gap_preempted_ = false;  // the spin lost its CPU during this idle gap
   uint64_t cool_until_ = 0;
   uint64_t cooldown_ = kMinCooldownNs;
-  uint64_t hits_ = 0, short_misses_ = 0, idle_gaps_ = 0, preemptions_ = 0;
+  uint64_t hits_ = 0, short_misses_ = 0, idle_gaps_ = 0, preemptions_ = 0, probes_ = 0, lifts_ = 0;
+  // Probing past max (see above).
+  uint64_t lifted_ = 0;        // the bound a probe lifted (0: max)
+  uint64_t sleep_avg_ = 0;     // moving average (1/8) of gaps over the bound that found the side asleep
+  uint64_t near_gaps_ = 0;     // how many of those (under kProbeFactor x max) since the last probe
+  uint64_t probe_every_ = kProbeEvery;
+  uint64_t probe_window_ = 0;  // the next probe's window
+  bool probe_next_ = false;    // the next idle gap is a probe
+  bool probing_ = false;       // this one is
   PreemptionBar bar_;
 };
 

@@ -110,6 +110,8 @@ constexpr Row kRows[] = {
                     "(`src/transport/poll/`, the same policy as shm://): it polls while traffic is recent and "
                     "dense and turns itself off when the connection idles; the connections of one loop spin "
                     "together; a spin that loses its CPU stops polling for a cool-down (1 ms, doubling to 1 s). "
+                    "Gaps of up to 8x this that a probe shows spinning to shorten (two sides waiting on each "
+                    "other where wake-ups are slow) lift the bound to as much as 8x. "
                     "0 = pure event mode: arm and block at once (compare with perftest `-e`)"),
     Row::number_row("busy_poll_us", "0", 0, 1'000'000, &O::busy_poll_us,
                     "fixed polling instead: poll the CQ this long without a completion before sleeping, never "

@@ -54,7 +54,9 @@ inline constexpr ShmOptionRow kShmOptions[] = {
                              "adaptive polling: after running out of work, spin on the rings for up to this "
                              "long before announcing sleep. The window tunes itself from the idle gaps seen: it "
                              "polls while traffic is recent and dense and turns itself off when the connection "
-                             "idles (`src/transport/poll/`). The connections of one loop spin together. A spin "
+                             "idles (`src/transport/poll/`). Gaps of up to 8x this that a probe shows spinning to "
+                             "shorten (two sides waiting on each other where wake-ups are slow) lift the bound to "
+                             "as much as 8x. The connections of one loop spin together. A spin "
                              "that loses its CPU (more runnable threads than cores) stops polling for a "
                              "cool-down of 1 ms, doubling to 1 s while that recurs. 0 = pure event mode: "
                              "announce sleep and block in epoll at once"),
