@@ -18,7 +18,8 @@
 #   shm-poll   the same with --spin-us 100 (a blocking epoll_wait/poll/read polls the rings
 #              100 us every time, a fixed window, before it sleeps in the kernel)
 # Guest variants (on the rxe address 192.0.2.1): tcp, rdma (`conduit-run --mode rdma`),
-# rdma-sleep (the same with --poll-us 0: waits sleep at once) and
+# rdma-sleep (the same with --poll-us 0: waits sleep at once), rdma-spin (--spin-us 1000: every
+# wait polls 1 ms before it sleeps) and
 # rsocket (LD_PRELOAD=librspreload.so from Debian's librdmacm1, both ends); then a sockperf
 # ping-pong through each.  A variant that
 # fails or hangs (each redis-benchmark run is killed after 60 s, or 120 s in the guest) is
@@ -116,6 +117,7 @@ wrap() {  # wrap VARIANT: the command prefix that runs a program as that variant
     shm-poll) echo "$RUN --mode shm --spin-us 100 --log warn --" ;;
     rdma) echo "$RUN --mode rdma --log warn --" ;;
     rdma-sleep) echo "$RUN --mode rdma --poll-us 0 --log warn --" ;;
+    rdma-spin) echo "$RUN --mode rdma --spin-us 1000 --log warn --" ;;
     rsocket) echo "env LD_PRELOAD=$RSOCKET" ;;
   esac
 }
