@@ -32,8 +32,8 @@
 // other's gaps.  A probe that does not (the gap is the peer's think time, which no spinning
 // shortens) doubles the number of gaps until the next one, up to kMaxProbeEvery: a side
 // whose gaps are think time ends up spending one window in 1024 gaps on probes.  An idle
-// gap at or over the lifted bound drops it back to `max`.  On hardware, where a wake-up is ~20 us, gaps under `max` already
-// teach the window and probes are rare.
+// gap at or over the lifted bound drops it back to `max`.  On hardware, where a wake-up is
+// ~20 us, gaps under `max` already teach the window and probes are rare.
 //
 // Contention.  Spinning pays only when the peer runs on another CPU at the same time.  On
 // a machine with more runnable threads than CPUs -- or when the scheduler puts both ends on
