@@ -163,7 +163,8 @@ class AdaptiveSpin {
       window_ = std::min(std::max({gap + gap / 2, kFloorNs, window_}), bound_ns());
       return;
     }
-    if (gap >= bound_ns()) {
+    const uint64_t bound = bound_ns();
+    if (gap >= bound) {
       ++idle_gaps_;
       lifted_ = 0;
       window_ /= 2;
@@ -179,7 +180,6 @@ class AdaptiveSpin {
       }
       return;
     }
-    const uint64_t bound = bound_ns();
     avg_ = avg_ == 0 ? gap : avg_ - avg_ / 8 + gap / 8;
     const uint64_t past_gap = gap + gap / 2;
     if (slept) {
