@@ -53,7 +53,7 @@ void Engine::want_tx(Socket& s) {
 // found the channel empty: a shm connection announces sleep as soon as a handler is
 // installed outside its hook, and the peer would then pay a doorbell per write until the
 // next wait.  Installing them just before run_once() lets the hook see data at once.
-void Engine::drive() {
+void Engine::drive(bool may_skip_kernel) {
   for (Socket* s : rx_wanted_) {
     if (s->phase != Phase::kFast || s->rx_ready || !s->conn) continue;
     s->conn->set_read_handler([s](transport::Connection& c) {
@@ -75,7 +75,10 @@ void Engine::drive() {
   }
   tx_wanted_.clear();
   const uint64_t runs = handler_runs_;
-  if (Status st = loop_->run_once(0); !st.ok()) CONDUIT_LOG(kWarn) << "conduit-preload: loop: " << st.to_string();
+  const bool ask = !may_skip_kernel || !loop_->last_iteration_busy() || ++kernel_skips_ >= kKernelEvery;
+  if (ask) kernel_skips_ = 0;
+  if (Status st = ask ? loop_->run_once(0) : loop_->poll_once(); !st.ok())
+    CONDUIT_LOG(kWarn) << "conduit-preload: loop: " << st.to_string();
   last_drive_ns_ = loop_->now_ns();
   // Another thread blocked in a kernel wait may be waiting for what just became ready, and
   // this thread drained the loop events that would have woken it.  The loop's own wake() is

@@ -80,8 +80,15 @@ class Engine {
   void end_wait(uint64_t gen);
 
   // One non-blocking iteration of the loop, after installing the handlers that sockets
-  // asked for; wakes the other waiting threads if a handler of ours ran.
-  void drive();
+  // asked for; wakes the other waiting threads if a handler of ours ran.  A busy wait's
+  // rounds pass may_skip_kernel: then, while the loop's last iteration was busy (its hooks
+  // still poll: EventLoop::last_iteration_busy), only every kKernelEvery-th such drive asks
+  // the kernel for the loop's fd events, and the others run EventLoop::poll_once() (the
+  // hooks that poll shm rings and CQs, posted work, timers; no system call).  Once the
+  // hooks have armed for events, every drive asks.  A wait that sleeps includes
+  // backend_fd(), so an fd event skipped here wakes it at once.
+  void drive(bool may_skip_kernel = false);
+  static constexpr unsigned kKernelEvery = 8;
   // How long a wait may block before drive() is due again (-1: until an fd event).  Timers
   // are counted from loop_now_ns(): call it right after drive().
   int poll_timeout_ms();
@@ -150,6 +157,7 @@ class Engine {
   uint64_t ring_gen_ = 0;      // rings so far
   int unanswered_ = 0;         // waiters of the last ring that have not come back yet
   uint64_t last_drive_ns_ = 0;
+  unsigned kernel_skips_ = 0;  // drives since the last one that asked the kernel
   std::map<uint16_t, std::weak_ptr<Rendezvous>> rendezvous_;
   std::map<uint64_t, std::unique_ptr<Announce>> announces_;  // by id
   std::map<FourTuple, uint64_t> registered_;                  // announced 4-tuples -> id

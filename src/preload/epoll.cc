@@ -91,10 +91,16 @@ std::shared_ptr<Epoll> adopt_epoll(int fd) {
 
 class EpollSet final : public WaitSet {
  public:
-  // Every other call looks at the kernel's fds first, so that with a small maxevents
-  // neither our members nor the program's own fds starve (the kernel round-robins its ready
-  // list the same way).
-  EpollSet(Epoll& e, epoll_event* out, int max) : e_(e), out_(out), max_(max), kernel_first_(++e.turn % 2 == 0) {}
+  // While ours are ready at every call, the kernel's fds are looked at in two calls of
+  // every kTurns: first in one (so that with a small maxevents the program's own fds do not
+  // starve: the kernel round-robins its ready list the same way), after ours in another (so
+  // they are reported together).  The other calls make no system call: the program sees a
+  // kernel fd that became ready meanwhile at most kTurns - 1 calls later, and a wait that
+  // finds nothing of ours ready looks at the kernel as before.
+  static constexpr unsigned kTurns = 4;
+  EpollSet(Epoll& e, epoll_event* out, int max)
+      : e_(e), out_(out), max_(max), turn_(++e.turn % kTurns), kernel_first_(turn_ == 0) {}
+  bool kernel_due_when_ready() const override { return turn_ == kTurns / 2; }
   int collect() override {
     int added = 0;
     if (kernel_first_) {
@@ -178,6 +184,7 @@ class EpollSet final : public WaitSet {
   epoll_event* out_;
   int max_;
   int filled_ = 0;
+  unsigned turn_;
   bool kernel_first_;
 };
 

@@ -21,6 +21,15 @@
 namespace conduit::preload {
 namespace {
 
+// A spin-wait hint between two polls (the core's pipeline and its sibling hyperthread).
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield" ::: "memory");
+#endif
+}
+
 timespec to_timespec(int ms) {
   timespec ts{};
   ts.tv_sec = ms / 1000;
@@ -92,6 +101,7 @@ class PollSet final : public WaitSet {
       ours_[i] = std::move(s);
       kernel_[i].fd = -1;
     }
+    for (nfds_t i = 0; i < n; ++i) kernel_fds_ += kernel_[i].fd >= 0 ? 1 : 0;
   }
   int collect() override {
     int ready = 0;
@@ -103,6 +113,7 @@ class PollSet final : public WaitSet {
         kernel_[i].fd = app_[i].fd;
         kernel_[i].revents = 0;
         ours_[i].reset();
+        ++kernel_fds_;
         continue;
       }
       const short want = app_[i].events;
@@ -121,6 +132,8 @@ class PollSet final : public WaitSet {
     return ready;
   }
   int kernel_wait(int backend, int bell, int timeout_ms, const sigset_t* mask, bool* backend_ready) override {
+    // Only fds of ours and nothing to wait for: no system call (as CondSet).
+    if (kernel_fds_ == 0 && backend < 0 && bell < 0 && timeout_ms == 0 && mask == nullptr) return 0;
     std::vector<pollfd>& k = kernel_;
     k[n_].fd = backend;
     k[n_ + 1].fd = bell;
@@ -156,6 +169,7 @@ class PollSet final : public WaitSet {
   std::vector<std::shared_ptr<Socket>> ours_;
   std::vector<std::pair<nfds_t, std::shared_ptr<Epoll>>> epolls_;  // epoll instances of ours in the set
   std::map<nfds_t, bool> user_in_;  // ...readable through members of ours
+  size_t kernel_fds_ = 0;           // entries the kernel answers for (fd >= 0 in kernel_)
 };
 
 }  // namespace
@@ -224,8 +238,10 @@ class PollWindow {
     if ((++rounds_ % 8) == 0 && signal_waiting()) return stop();
     return true;
   }
-  // Every eighth round also looks at the program's kernel fds.
+  // Every eighth round also looks at the program's kernel fds; the fourth in between yields
+  // the core.
   bool kernel_round() const { return rounds_ % 8 == 0; }
+  bool yield_round() const { return rounds_ % 8 == 4; }
   // The mask the kernel wait must use: the program's (its call's, or its thread's as it
   // was before the poll held signals back).
   const sigset_t* wait_mask() const { return held_ && mask_ == nullptr ? &saved_ : mask_; }
@@ -289,14 +305,17 @@ int wait_for(EngineLock& lk, WaitSet& ws, int timeout_ms, const sigset_t* mask) 
   };
   for (;;) {
     Engine* e = Engine::get();
-    if (e != nullptr) e->drive();
+    // The engine's loop: its hooks poll the rings and CQs every round; its fd events are
+    // asked for every few rounds (Engine::drive), and a sleep below includes them.
+    if (e != nullptr) e->drive(true);
     int ready = ws.collect();
     if (ready > 0) {
-      // Ours are ready: look at the program's own fds without blocking, then return both.
+      // Ours are ready: look at the program's own fds without blocking (when the set says it
+      // is their turn), then return both.
       bool b = false;
       lk.unlock();
       window.release();
-      const int k = ws.kernel_wait(-1, -1, 0, mask, &b);
+      const int k = ws.kernel_due_when_ready() ? ws.kernel_wait(-1, -1, 0, mask, &b) : 0;
       lk.lock();
       window.on_end();
       return ready + (k > 0 ? k : 0);
@@ -305,9 +324,15 @@ int wait_for(EngineLock& lk, WaitSet& ws, int timeout_ms, const sigset_t* mask) 
     if (now < deadline && window.poll_more(now)) {
       bool b = false;
       lk.unlock();
-      // A peer on this core needs it to answer: yield between polls (a no-op when nothing
-      // else wants the core).
-      const int k = window.kernel_round() ? ws.kernel_wait(-1, -1, 0, window.wait_mask(), &b) : (sched_yield(), 0);
+      // A peer on this core needs it to answer: yield every few polls (a no-op when nothing
+      // else wants the core; a system call all the same, so not at every round).
+      int k = 0;
+      if (window.kernel_round())
+        k = ws.kernel_wait(-1, -1, 0, window.wait_mask(), &b);
+      else if (window.yield_round())
+        sched_yield();
+      else
+        cpu_relax();
       const int err = errno;
       lk.lock();
       if (k < 0) {

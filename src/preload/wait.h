@@ -34,6 +34,11 @@ class WaitSet {
   // True if the set's kernel object holds the bell itself (an epoll instance of ours, where
   // it is edge-triggered), so the `bell` argument is ignored.
   virtual bool holds_bell() const { return false; }
+  // When ours are ready: should the wait also look at the program's kernel fds (a
+  // non-blocking kernel_wait) before it returns?  An epoll instance answers yes only every
+  // few calls, and not twice in one call (see EpollSet): a program whose accelerated fds
+  // are ready at every call would otherwise pay a system call per call for nothing.
+  virtual bool kernel_due_when_ready() const { return true; }
 };
 
 // lk is held on entry and on return.  Returns the number of ready entries (ours + kernel),

@@ -319,7 +319,11 @@ int EventLoop::spin_wait(epoll_event* events, int max_events, int wait_ms, bool*
   return n;
 }
 
-Status EventLoop::run_once(int timeout_ms) {
+Status EventLoop::run_once(int timeout_ms) { return iterate(timeout_ms, true); }
+
+Status EventLoop::poll_once() { return iterate(0, false); }
+
+Status EventLoop::iterate(int timeout_ms, bool ask_kernel) {
   const std::thread::id self = std::this_thread::get_id();
   std::thread::id expected{};
   owner_.compare_exchange_strong(expected, self);
@@ -356,7 +360,9 @@ Status EventLoop::run_once(int timeout_ms) {
   int n;
   bool spin_pending = false;
   const bool spin = wait_ms != 0 && spin_.enabled();
-  if (spin) {
+  if (!ask_kernel) {
+    n = 0;  // poll_once(): fd events wait for the next run_once()
+  } else if (spin) {
     n = spin_wait(events, max_events, wait_ms, &spin_pending);
   } else {
     // One system call per iteration: a ready fd returns at once, otherwise this is the sleep.

@@ -470,6 +470,49 @@ TEST(EventLoopEmbedding, BackendFdWakesAnOuterPollAndTimeoutSaysWhenToComeBack) 
   close(fds[1]);
 }
 
+TEST(EventLoopEmbedding, PollOnceRunsHooksPostedWorkAndTimersButLeavesFdEventsToRunOnce) {
+  auto loop = make_loop();
+  int fds[2];
+  ASSERT_EQ(pipe2(fds, O_NONBLOCK), 0);
+  CountingHandler h;
+  h.fn = [&](uint32_t) {
+    char buf[16];
+    (void)!read(fds[0], buf, sizeof buf);
+  };
+  ASSERT_TRUE(loop->add(fds[0], kReadable, &h).ok());
+  int hook_calls = 0;
+  bool hook_busy = true;
+  const auto hook = loop->add_before_sleep([&] {
+    ++hook_calls;
+    return hook_busy;
+  });
+  bool posted = false, fired = false;
+  loop->post([&] { posted = true; });
+  loop->run_after(0, [&] { fired = true; });
+  ASSERT_EQ(write(fds[1], "x", 1), 1);
+
+  ASSERT_TRUE(loop->poll_once().ok());
+  EXPECT_EQ(hook_calls, 1);
+  EXPECT_TRUE(posted);
+  EXPECT_TRUE(fired) << "a due timer runs without the kernel";
+  EXPECT_EQ(h.calls, 0) << "poll_once must not ask the kernel for fd events";
+  EXPECT_TRUE(loop->last_iteration_busy()) << "the hook still has work";
+  pollfd p{loop->backend_fd(), POLLIN, 0};
+  EXPECT_EQ(poll(&p, 1, 0), 1) << "the skipped fd event still shows on the backend fd";
+
+  hook_busy = false;
+  ASSERT_TRUE(loop->poll_once().ok());
+  EXPECT_EQ(hook_calls, 2);
+  EXPECT_FALSE(loop->last_iteration_busy()) << "hooks idle, nothing dispatched: ask the kernel next";
+  ASSERT_TRUE(loop->run_once(0).ok());
+  EXPECT_EQ(h.calls, 1) << "run_once dispatches what poll_once left";
+  EXPECT_TRUE(loop->last_iteration_busy()) << "a dispatch leaves work for the hooks";
+  loop->remove_before_sleep(hook);
+  ASSERT_TRUE(loop->remove(fds[0]).ok());
+  close(fds[0]);
+  close(fds[1]);
+}
+
 TEST(EventLoopEmbedding, AnotherThreadAdoptsTheLoop) {
   auto loop = make_loop();
   ASSERT_TRUE(loop->run_once(0).ok());  // binds this thread

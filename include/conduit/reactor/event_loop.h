@@ -123,6 +123,11 @@ class EventLoop {
   Status run();
   // One iteration: hooks, wait at most timeout_ms (-1 = until an event or timer), dispatch.
   Status run_once(int timeout_ms);
+  // run_once(0) without asking the kernel: posted work, the before-sleep hooks and due
+  // timers; fd events wait for the next run_once().  For an embedder that polls in a tight
+  // loop (the preload's busy waits) and asks the kernel only every few rounds: no system
+  // call unless a hook or timer makes one.  Loop thread; O(hooks).
+  Status poll_once();
 
   bool in_loop_thread() const;
 
@@ -144,6 +149,12 @@ class EventLoop {
   // after run_once(0)), saving a clock read.
   int poll_timeout_ms();
   int poll_timeout_ms(uint64_t now);
+  // The last iteration left work (a hook reported work -- e.g. a polling transport inside
+  // its spin window --, or handlers or timers ran): its hooks will look again by themselves.
+  // False: what comes next may be announced by an fd event only (a transport that armed its
+  // completion channel or doorbell), so an embedder that polls with poll_once() should ask
+  // the kernel (run_once(0)) next.  O(1).
+  bool last_iteration_busy() const { return last_busy_; }
   // Makes the calling thread the loop thread.  For an embedder that serialises every use of
   // the loop under its own lock and drives it from whichever thread holds that lock.
   void adopt_current_thread() { owner_.store(std::this_thread::get_id(), std::memory_order_relaxed); }
@@ -204,6 +215,8 @@ class EventLoop {
   bool run_timers(uint64_t now);  // true if any ran
   size_t run_posted();
   bool run_hooks();
+  // run_once() and poll_once(): one iteration, with or without the epoll_wait.
+  Status iterate(int timeout_ms, bool ask_kernel);
   void assert_loop_thread() const;
 
   UniqueFd epfd_;
