@@ -75,7 +75,8 @@ void Engine::drive(bool may_skip_kernel) {
   }
   tx_wanted_.clear();
   const uint64_t runs = handler_runs_;
-  const bool ask = !may_skip_kernel || !loop_->last_iteration_busy() || ++kernel_skips_ >= kKernelEvery;
+  const unsigned every = loop_->last_iteration_busy() ? kKernelEvery : kKernelEveryArmed;
+  const bool ask = !may_skip_kernel || ++kernel_skips_ >= every;
   if (ask) kernel_skips_ = 0;
   if (Status st = ask ? loop_->run_once(0) : loop_->poll_once(); !st.ok())
     CONDUIT_LOG(kWarn) << "conduit-preload: loop: " << st.to_string();

@@ -81,14 +81,16 @@ class Engine {
 
   // One non-blocking iteration of the loop, after installing the handlers that sockets
   // asked for; wakes the other waiting threads if a handler of ours ran.  A busy wait's
-  // rounds pass may_skip_kernel: then, while the loop's last iteration was busy (its hooks
-  // still poll: EventLoop::last_iteration_busy), only every kKernelEvery-th such drive asks
-  // the kernel for the loop's fd events, and the others run EventLoop::poll_once() (the
-  // hooks that poll shm rings and CQs, posted work, timers; no system call).  Once the
-  // hooks have armed for events, every drive asks.  A wait that sleeps includes
-  // backend_fd(), so an fd event skipped here wakes it at once.
+  // rounds pass may_skip_kernel: then only every kKernelEvery-th such drive asks the kernel
+  // for the loop's fd events while the loop's last iteration was busy (its hooks still
+  // poll: EventLoop::last_iteration_busy), every kKernelEveryArmed-th once they have armed
+  // for events (an rdma CQ then announces a completion through its channel only; an shm
+  // ring is still read by its hook); the others run EventLoop::poll_once() (posted work,
+  // hooks, timers; no system call).  A wait that sleeps includes backend_fd(), so an fd
+  // event skipped here wakes it at once.
   void drive(bool may_skip_kernel = false);
   static constexpr unsigned kKernelEvery = 8;
+  static constexpr unsigned kKernelEveryArmed = 2;
   // How long a wait may block before drive() is due again (-1: until an fd event).  Timers
   // are counted from loop_now_ns(): call it right after drive().
   int poll_timeout_ms();
