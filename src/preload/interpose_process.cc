@@ -18,6 +18,7 @@
 #include "conduit/base/log.h"
 #include "engine.h"
 #include "process.h"
+#include "signals.h"
 
 #define CONDUIT_EXPORT extern "C" __attribute__((visibility("default")))
 
@@ -165,6 +166,7 @@ CONDUIT_EXPORT long syscall(long number, ...) noexcept {
   for (long& x : a) x = va_arg(ap, long);
   va_end(ap);
   if (number == SYS_io_uring_setup) note_io_uring();
+  if (number == SYS_rt_sigaction && a[1] != 0) signals_untracked();  // a handler we cannot see
   return sys().syscall(number, a[0], a[1], a[2], a[3], a[4], a[5]);
 }
 

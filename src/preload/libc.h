@@ -76,6 +76,7 @@
   X(close_range, int, (unsigned int, unsigned int, int))                                  \
   X(closefrom, void, (int))                                                               \
   X(fclose, int, (FILE*))                                                                 \
+  X(sigaction, int, (int, const struct sigaction*, struct sigaction*))                    \
   X(fcntl64, int, (int, int, ...))                                                        \
   X(sendfile64, ssize_t, (int, int, off64_t*, size_t))                                    \
   X(__read_chk, ssize_t, (int, void*, size_t, size_t))                                    \

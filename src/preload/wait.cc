@@ -17,6 +17,7 @@
 #include "epoll.h"
 #include "fast_io.h"
 #include "process.h"
+#include "signals.h"
 
 namespace conduit::preload {
 namespace {
@@ -209,14 +210,26 @@ const sigset_t& held_signals() {
   return set;
 }
 
-// One wait's poll window.  While it polls, the thread's signals are held back (blocked), so
-// a signal that comes meanwhile is not lost in a handler run between two polls: the poll
-// sees it pending and stops, and the kernel wait that follows -- under the program's own
-// mask, atomically -- delivers it and returns EINTR as it would without the preload.  The
-// mask is put back (release()) only without the engine lock: a handler may call in.
+// One wait's poll window.  A signal whose handler runs while the wait polls must end the wait
+// with EINTR, as it would without the preload.  Two ways:
+// - Watched (the usual case: the program's handlers all run through signals.cc's counting
+//   trampoline, and the call has no mask of its own): the poll leaves signals alone and
+//   looks at the thread's count of handler runs every round and once more right before the
+//   kernel wait (interrupted()).  No system call.
+// - Held (epoll_pwait/ppoll/pselect with a mask, or a handler the preload could not wrap):
+//   while it polls, the thread's signals are held back (blocked), so a signal that comes
+//   meanwhile is not lost in a handler run between two polls: the poll sees it pending and
+//   stops, and the kernel wait that follows -- under the program's own mask, atomically --
+//   delivers it and returns EINTR.  The mask is put back (release()) only without the engine
+//   lock: a handler may call in.  Two rt_sigprocmask calls per wait that polls.
 class PollWindow {
  public:
-  PollWindow(const sigset_t* mask, int timeout_ms) : spin_(thread_spin()), mask_(mask), enabled_(spin_.enabled() && timeout_ms != 0) {}
+  PollWindow(const sigset_t* mask, int timeout_ms)
+      : spin_(thread_spin()),
+        mask_(mask),
+        enabled_(spin_.enabled() && timeout_ms != 0),
+        watched_(mask == nullptr && signals_tracked()),
+        handled_(signals_handled_here()) {}
   ~PollWindow() { release(); }
   PollWindow(const PollWindow&) = delete;
   PollWindow& operator=(const PollWindow&) = delete;
@@ -231,6 +244,10 @@ class PollWindow {
     if (last_ != 0) spin_.on_round(now - last_, now);
     last_ = now;
     if (now >= spin_.deadline()) return stop();
+    if (watched_) {
+      ++rounds_;
+      return !interrupted() || stop();
+    }
     if (!held_) {
       if (pthread_sigmask(SIG_BLOCK, &held_signals(), &saved_) != 0) return stop();
       held_ = true;
@@ -238,6 +255,10 @@ class PollWindow {
     if ((++rounds_ % 8) == 0 && signal_waiting()) return stop();
     return true;
   }
+  // Watched: a handler of the program ran on this thread since the wait began -- the wait
+  // returns EINTR now (the kernel would have).  Always false when held (the kernel wait
+  // delivers the signal and says EINTR itself).
+  bool interrupted() const { return watched_ && signals_handled_here() != handled_; }
   // Every eighth round also looks at the program's kernel fds; the fourth in between yields
   // the core.
   bool kernel_round() const { return rounds_ % 8 == 0; }
@@ -280,6 +301,8 @@ class PollWindow {
   const sigset_t* mask_;
   bool enabled_;
   bool stopped_ = false;  // polled, or may not: sleep from now on
+  const bool watched_;    // signals.cc counts the handlers: nothing to hold back
+  const uint64_t handled_;  // signals_handled_here() when the wait began
   bool held_ = false;
   unsigned rounds_ = 0;
   uint64_t last_ = 0;
@@ -341,6 +364,10 @@ int wait_for(EngineLock& lk, WaitSet& ws, int timeout_ms, const sigset_t* mask) 
       }
       if (k > 0) return finish(k + ws.collect());
       continue;  // drive and collect again
+    }
+    if (window.interrupted()) {
+      errno = EINTR;
+      return finish(-1);
     }
     int t = timeout_ms < 0 ? -1 : (now >= deadline ? 0 : static_cast<int>((deadline - now + 999'999) / 1'000'000));
     int backend = -1, bell = -1;

@@ -1,6 +1,7 @@
 // Family: signals and timeouts in waits -- a signal interrupts epoll_wait, poll and a blocking
 // read (EINTR, with the handler run); epoll_pwait's mask holds a signal off until the wait;
-// timeouts are honoured.
+// timeouts are honoured.  However the handler was installed (sigaction, signal(), SA_SIGINFO,
+// SA_RESETHAND), the program sees its own handler in sigaction's answer.
 #include <sys/epoll.h>
 #include <sys/time.h>
 #include <time.h>
@@ -11,6 +12,11 @@ using namespace family;
 
 static volatile sig_atomic_t g_hits = 0;
 static void on_signal(int) { g_hits = g_hits + 1; }
+static volatile sig_atomic_t g_info_signo = 0;
+static void on_info(int, siginfo_t* si, void*) {
+  g_info_signo = si->si_signo;
+  g_hits = g_hits + 1;
+}
 
 static void arm_timer(int ms) {
   itimerval it{};
@@ -53,7 +59,8 @@ int main() {
 
   timespec t0{};
   clock_gettime(CLOCK_MONOTONIC, &t0);
-  say("epoll_wait 120 ms timeout -> %d, waited >= 110 ms: %d", epoll_wait(ep, out, 2, 120), ms_since(t0) >= 110);
+  const int timed = epoll_wait(ep, out, 2, 120);  // before ms_since: argument order is unspecified
+  say("epoll_wait 120 ms timeout -> %d, waited >= 110 ms: %d", timed, ms_since(t0) >= 110);
   arm_timer(100);
   errno = 0;
   int n = epoll_wait(ep, out, 2, 10000);
@@ -104,6 +111,35 @@ int main() {
   errno = 0;
   n = epoll_wait(ep, out, 2, 10000);
   say("epoll_wait + SA_RESTART signal -> %d %s", n, errname(errno));
+  // What sigaction reports is the program's own handler and flags.
+  struct sigaction q{};
+  CHECK(sigaction(SIGALRM, nullptr, &q) == 0);
+  say("sigaction reports the handler: %d, SA_RESTART %d, SA_SIGINFO %d", q.sa_handler == on_signal,
+      (q.sa_flags & SA_RESTART) != 0, (q.sa_flags & SA_SIGINFO) != 0);
+  // A handler installed with signal() (BSD semantics) ends a wait just the same.
+  say("signal() returns the previous handler: %d", signal(SIGALRM, on_signal) == on_signal);
+  arm_timer(2);
+  errno = 0;
+  n = epoll_wait(ep, out, 2, 10000);
+  say("epoll_wait + early SIGALRM (signal()) -> %d %s, handler runs %d", n, errname(errno), static_cast<int>(g_hits));
+  // An SA_SIGINFO handler gets its siginfo; SA_RESETHAND puts SIG_DFL back after one run.
+  struct sigaction si{};
+  si.sa_sigaction = on_info;
+  si.sa_flags = SA_SIGINFO | SA_RESETHAND;
+  sigemptyset(&si.sa_mask);
+  struct sigaction prev{};
+  CHECK(sigaction(SIGALRM, &si, &prev) == 0);
+  say("previous handler reported: %d", prev.sa_handler == on_signal);
+  CHECK(sigaction(SIGALRM, nullptr, &q) == 0);
+  say("SA_SIGINFO handler reported: %d, flags kept %d", q.sa_sigaction == on_info,
+      (q.sa_flags & (SA_SIGINFO | SA_RESETHAND)) == (SA_SIGINFO | SA_RESETHAND));
+  arm_timer(2);
+  errno = 0;
+  n = epoll_wait(ep, out, 2, 10000);
+  say("epoll_wait + early SIGALRM (SA_SIGINFO) -> %d %s, si_signo SIGALRM %d, handler runs %d", n, errname(errno),
+      g_info_signo == SIGALRM, static_cast<int>(g_hits));
+  CHECK(sigaction(SIGALRM, nullptr, &q) == 0);
+  say("after SA_RESETHAND: SIG_DFL %d", q.sa_handler == SIG_DFL);
   write_full(go[1], "q", 1);
   n = epoll_wait(ep, out, 2, 5000);
   say("peer closed -> %d, read %s", n, result(read(fd, &b, 1)).c_str());
