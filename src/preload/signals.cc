@@ -53,12 +53,11 @@ void trampoline(int sig, siginfo_t* info, void* uc) {
     reinterpret_cast<void (*)(int)>(fn)(sig);
 }
 
-// The program's view of what the kernel holds.
-void unwrap(int sig, struct sigaction* a) {
-  if (a == nullptr || !(a->sa_flags & SA_SIGINFO) || a->sa_sigaction != &trampoline) return;
-  const Slot& s = g_slots[sig];
-  void* fn = s.fn.load(std::memory_order_acquire);
-  const int flags = s.flags.load(std::memory_order_relaxed);
+bool is_trampoline(const struct sigaction& a) { return (a.sa_flags & SA_SIGINFO) && a.sa_sigaction == &trampoline; }
+
+// Writes the program's handler (fn, flags: a slot's contents) into a, in place of the
+// trampoline the kernel holds.
+void show_program_handler(void* fn, int flags, struct sigaction* a) {
   a->sa_flags = flags;
   if (fn == nullptr)
     a->sa_handler = SIG_DFL;  // SA_RESETHAND fired
@@ -66,6 +65,14 @@ void unwrap(int sig, struct sigaction* a) {
     a->sa_sigaction = reinterpret_cast<void (*)(int, siginfo_t*, void*)>(fn);
   else
     a->sa_handler = reinterpret_cast<void (*)(int)>(fn);
+}
+
+// The program's view of what the kernel holds.
+void unwrap(int sig, struct sigaction* a) {
+  if (a == nullptr || !is_trampoline(*a)) return;
+  const Slot& s = g_slots[sig];
+  void* fn = s.fn.load(std::memory_order_acquire);
+  show_program_handler(fn, s.flags.load(std::memory_order_relaxed), a);
 }
 
 int install(int sig, const struct sigaction* act, struct sigaction* old) {
@@ -96,16 +103,7 @@ int install(int sig, const struct sigaction* act, struct sigaction* old) {
   }
   if (old != nullptr) {
     *old = before;
-    if ((before.sa_flags & SA_SIGINFO) && before.sa_sigaction == &trampoline) {
-      // What the program had: the slot as it was before this call.
-      old->sa_flags = prev_flags;
-      if (prev_fn == nullptr)
-        old->sa_handler = SIG_DFL;
-      else if (prev_flags & SA_SIGINFO)
-        old->sa_sigaction = reinterpret_cast<void (*)(int, siginfo_t*, void*)>(prev_fn);
-      else
-        old->sa_handler = reinterpret_cast<void (*)(int)>(prev_fn);
-    }
+    if (is_trampoline(before)) show_program_handler(prev_fn, prev_flags, old);  // the slot before this call
   }
   return 0;
 }
@@ -133,7 +131,7 @@ void wrap_existing_handlers() {
     if (!wrappable(sig)) continue;
     struct sigaction cur{};
     if (sys().sigaction(sig, nullptr, &cur) != 0) continue;  // glibc's own (SIGCANCEL...): EINVAL
-    if (!is_handler(cur) || ((cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == &trampoline)) continue;
+    if (!is_handler(cur) || is_trampoline(cur)) continue;
     (void)install(sig, &cur, nullptr);
   }
 }

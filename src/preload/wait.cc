@@ -22,15 +22,6 @@
 namespace conduit::preload {
 namespace {
 
-// A spin-wait hint between two polls (the core's pipeline and its sibling hyperthread).
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield" ::: "memory");
-#endif
-}
-
 timespec to_timespec(int ms) {
   timespec ts{};
   ts.tv_sec = ms / 1000;

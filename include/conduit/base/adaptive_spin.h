@@ -65,6 +65,15 @@
 
 namespace conduit {
 
+// A spin-wait hint between two polls (the core's pipeline and its sibling hyperthread).
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield" ::: "memory");
+#endif
+}
+
 // Did a spin lose its CPU between two polls?  Yes when the clock moved by more than
 // AdaptiveSpin::kPreemptedNs *and* by more than 16 x the moving average of the rounds
 // seen: where one round is itself slow -- under an emulator a clock read is a system call

@@ -11,12 +11,6 @@ namespace {
 // The loop slot's key: this object's address.
 const char kSlotKey = 0;
 
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#endif
-}
-
 }  // namespace
 
 std::shared_ptr<SpinGroup> SpinGroup::of(reactor::EventLoop& loop) {
