@@ -2,6 +2,7 @@
 // iteration over every polling member), with fake members on a real EventLoop.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <thread>
@@ -223,6 +224,46 @@ TEST(PreemptionBar, ASlowRoundIsALostCpuOnlyAgainstTheRoundsBeforeIt) {
   PreemptionBar starved;
   for (int i = 0; i < 500; ++i) (void)starved.lost_cpu(5'000 * kUs);
   EXPECT_TRUE(starved.lost_cpu(1'000 * kUs)) << "1 ms is still a lost CPU";
+}
+
+// A fake clock: every round costs `round_ns`, a read `read_ns` more.
+struct FakeRounds {
+  uint64_t t = kT0;
+  uint64_t reads = 0;
+  uint64_t read_ns;
+  uint64_t operator()() {
+    ++reads;
+    return t += read_ns;
+  }
+};
+
+// Cheap rounds and a cheap clock (hardware): the stride grows until reads are ~kTargetNs
+// apart.  Rounds as slow as the guest's (~0.5 us, a 1 us clock): a stride of a few.  Rounds
+// slower than the target: every round.  A stall between two reads is in elapsed().
+TEST(RoundClock, ReadsTheClockAboutEveryTargetInterval) {
+  for (const auto [round_ns, read_ns, lo, hi] :
+       {std::array<uint64_t, 4>{100, 20, 16, 64}, {500, 1'000, 2, 8}, {9'000, 1'000, 1, 1}}) {
+    FakeRounds f{.read_ns = read_ns};
+    RoundClock c(f.t);
+    for (int i = 0; i < 10'000; ++i) {
+      f.t += round_ns;
+      if (c.tick([&] { return f(); })) {
+        EXPECT_EQ(c.now(), f.t);
+      }
+    }
+    EXPECT_GE(c.stride(), lo) << round_ns << " ns rounds";
+    EXPECT_LE(c.stride(), hi) << round_ns << " ns rounds";
+    EXPECT_LE(c.elapsed(), 2 * RoundClock::kTargetNs + round_ns + read_ns);
+    EXPECT_LE(f.reads, 10'000 / lo + 20);
+    // A stall: the next read's elapsed() holds it; PreemptionBar sees it there.
+    f.t += 5'000 * kUs;
+    uint32_t n = 0;
+    while (!c.tick([&] { return f(); })) ++n;
+    EXPECT_LE(n, hi);
+    EXPECT_GE(c.elapsed(), 5'000 * kUs);
+    c.reset(f.t += 10);
+    EXPECT_EQ(c.now(), f.t) << "reset: the caller's own reading";
+  }
 }
 
 // on_round() is the spin's own bar: a slow but usual round keeps it polling.

@@ -60,6 +60,7 @@ bool SpinGroup::spin(Member* m, uint64_t now) {
   ++spins_;
   spinning_ = true;
   const uint64_t slice_end = now + kSliceNs;
+  RoundClock clock(now);  // the clock is read every few rounds, not every round
   bool ran = false, sliced = false, handed_off = false;
   for (;;) {
     bool open = false;
@@ -76,6 +77,7 @@ bool SpinGroup::spin(Member* m, uint64_t now) {
       if (x->spin_poll(now)) {
         ran = true;
         now = monotonic_ns();  // handler time is not a preemption
+        clock.reset(now);
         // Its handler ran and removed itself (a one-shot handler): the work is for the
         // loop's caller (an embedder that reads outside the loop, like the preload), which
         // gets it only when run_once() returns -- end the spin now.
@@ -89,15 +91,15 @@ bool SpinGroup::spin(Member* m, uint64_t now) {
       break;
     }
     cpu_relax();
-    const uint64_t t = monotonic_ns();
-    if (bar_.lost_cpu(t - now)) {
+    if (!clock.tick(monotonic_ns)) continue;
+    now = clock.now();
+    if (bar_.lost_cpu(clock.elapsed())) {
       // Lost the CPU: tell every polled member.  Adaptive windows close (their cool-down);
       // fixed ones stay open and the spin goes on for them.
       ++preemptions_;
       for (Member* x : active_)
-        if (x != nullptr) x->spin_preempted(t);
+        if (x != nullptr) x->spin_preempted(now);
     }
-    now = t;
   }
   spinning_ = false;
   compact();

@@ -22,8 +22,8 @@
 // their peers wake them the usual way (for shm, a doorbell; it is seen at the end of the
 // current slice at the latest).
 //
-// Contention: if the clock jumps by far more than a round takes (PreemptionBar) between two polls
-// (outside the handlers), the spinning thread lost its CPU -- to another thread, possibly
+// Contention: if the clock jumps by far more than a few rounds take (PreemptionBar) between
+// two of its reads (outside the handlers), the spinning thread lost its CPU -- to another thread, possibly
 // the very peer it waits for.  The spin tells every polled member (spin_preempted): adaptive windows
 // close for a cool-down, so those members sleep; fixed ones (busy_poll_us) spin on.
 //
@@ -33,7 +33,8 @@
 // keeps a plain pointer in a slot, cleared when the last member lets go (so a loop with no
 // polling connection has no group).  A member must leave() before it is destroyed; it may
 // leave (or another member may be closed) from inside spin_poll.  Cost: while spinning,
-// one spin_poll per open member and a clock read (vDSO) per step.
+// one spin_poll per open member per step, and a clock read every few steps (RoundClock,
+// base/adaptive_spin.h: reads land ~4 us apart; a step's `now` may be that stale).
 #pragma once
 
 #include <cstdint>

@@ -590,7 +590,11 @@ bool RdmaConnection::run_deferred() {
   deliver();
   if (!live()) return wants_service();
   if (!polling()) return wants_service() || !arm_for_sleep();
-  const uint64_t now = monotonic_ns();
+  // The iteration's reading (one clock read per iteration, however many connections poll,
+  // and the one the preload's wait reads after its drive): stale by this iteration's
+  // handlers at most.
+  reactor::EventLoop& loop = ctx_->loop();
+  const uint64_t now = loop.in_iteration() ? loop.now_ns() : monotonic_ns();
   if (handled != 0)
     spin_.on_work(now);
   else

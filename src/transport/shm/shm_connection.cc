@@ -267,7 +267,9 @@ bool ShmConnection::before_sleep() {
     if (d != Dispatch::kIdle && spin_.enabled()) spin_.on_work(monotonic_ns());
     return d != Dispatch::kIdle || !arm();
   }
-  const uint64_t now = monotonic_ns();
+  // The iteration's reading (one clock read per iteration, however many connections poll):
+  // stale by this iteration's handlers at most.
+  const uint64_t now = loop_.in_iteration() ? loop_.now_ns() : monotonic_ns();
   if (d != Dispatch::kIdle)
     spin_.on_work(now);
   else
