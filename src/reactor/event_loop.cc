@@ -172,6 +172,7 @@ void EventLoop::post(std::function<void()> fn) {
     std::lock_guard<std::mutex> lock(post_mu_);
     was_empty = posted_.empty();
     posted_.push_back(std::move(fn));
+    posted_pending_.store(true, std::memory_order_release);
   }
   if (was_empty) wake();
 }
@@ -254,9 +255,11 @@ bool EventLoop::run_timers(uint64_t now) {
 }
 
 size_t EventLoop::run_posted() {
+  if (!posted_pending_.load(std::memory_order_acquire)) return 0;
   {
     std::lock_guard<std::mutex> lock(post_mu_);
     running_.swap(posted_);
+    posted_pending_.store(false, std::memory_order_relaxed);
   }
   const size_t n = running_.size();
   for (auto& fn : running_) fn();
@@ -348,11 +351,7 @@ Status EventLoop::iterate(int timeout_ms, bool ask_kernel) {
     const int timer_ms = timers_.empty() ? -1 : next_timeout_ms(monotonic_ns());
     if (timer_ms >= 0 && (wait_ms < 0 || timer_ms < wait_ms)) wait_ms = timer_ms;
   }
-  bool has_posted;
-  {
-    std::lock_guard<std::mutex> lock(post_mu_);
-    has_posted = !posted_.empty();
-  }
+  const bool has_posted = posted_pending_.load(std::memory_order_acquire);
   if (ran_posted || hooks_pending || has_posted || stop_.load(std::memory_order_acquire)) wait_ms = 0;
 
   epoll_event events[256];
@@ -407,10 +406,7 @@ int EventLoop::poll_timeout_ms() { return poll_timeout_ms(monotonic_ns()); }
 int EventLoop::poll_timeout_ms(uint64_t now) {
   assert_loop_thread();
   if (last_busy_) return 0;
-  {
-    std::lock_guard<std::mutex> lock(post_mu_);
-    if (!posted_.empty()) return 0;
-  }
+  if (posted_pending_.load(std::memory_order_acquire)) return 0;
   return next_timeout_ms(now);
 }
 

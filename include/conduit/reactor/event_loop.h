@@ -144,9 +144,9 @@ class EventLoop {
   // the last iteration left work (a hook reported work -- e.g. a busy-polling transport still
   // inside its spin window --, fd events or timers were dispatched, whose handlers may need
   // the before-sleep hooks to run again, or work was posted since); else the time to the next
-  // timer, -1 if there is none.  O(1) plus a mutex for the posted queue.  The overload takes
-  // the time now (monotonic ns) from a caller that has just read it (e.g. now_ns() right
-  // after run_once(0)), saving a clock read.
+  // timer, -1 if there is none.  O(1).  The overload takes the time now (monotonic ns) from
+  // a caller that has just read it (e.g. now_ns() right after run_once(0)), saving a clock
+  // read.
   int poll_timeout_ms();
   int poll_timeout_ms(uint64_t now);
   // The last iteration left work (a hook reported work -- e.g. a polling transport inside
@@ -172,6 +172,11 @@ class EventLoop {
     }
     return now_ns_;
   }
+  // "About now" from code that runs both inside iterations (handlers, hooks) and outside
+  // them (an application's call between iterations): now_ns() inside an iteration, a fresh
+  // read outside one, where the last iteration's reading may be arbitrarily old.  Loop
+  // thread; O(1), at most one clock read.
+  uint64_t about_now_ns() const { return in_iteration_ ? now_ns() : monotonic_ns(); }
   // Number of wakeups from a blocking wait (for counters and tests).
   uint64_t wakeups() const { return wakeups_; }
   uint64_t iterations() const { return iterations_; }
@@ -235,6 +240,9 @@ class EventLoop {
 
   std::mutex post_mu_;
   std::vector<std::function<void()>> posted_;
+  // !posted_.empty(), written under post_mu_: the loop looks at it without the mutex, so an
+  // iteration with nothing posted takes no lock (post() wakes the loop for what it adds).
+  std::atomic<bool> posted_pending_{false};
   std::vector<std::function<void()>> running_;
   std::atomic<bool> stop_{false};
   std::atomic<std::thread::id> owner_{};

@@ -632,7 +632,7 @@ Status RdmaConnection::handle_completion(const Completion& wc) {
     case kWrRecv: {
       const uint32_t slot = wr_index(wc.wr_id);
       // The iteration's clock (a keepalive's resolution is ms); outside an iteration, a fresh read.
-      last_rx_ns_ = ctx_->loop().in_iteration() ? ctx_->loop().now_ns() : monotonic_ns();
+      last_rx_ns_ = ctx_->loop().about_now_ns();
       if (wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
         const uint32_t len = wc.imm();
         if (peer_shut_)

@@ -594,7 +594,7 @@ bool RdmaConnection::run_deferred() {
   // and the one the preload's wait reads after its drive): stale by this iteration's
   // handlers at most.
   reactor::EventLoop& loop = ctx_->loop();
-  const uint64_t now = loop.in_iteration() ? loop.now_ns() : monotonic_ns();
+  const uint64_t now = loop.about_now_ns();
   if (handled != 0)
     spin_.on_work(now);
   else

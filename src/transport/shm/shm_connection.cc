@@ -269,7 +269,7 @@ bool ShmConnection::before_sleep() {
   }
   // The iteration's reading (one clock read per iteration, however many connections poll):
   // stale by this iteration's handlers at most.
-  const uint64_t now = loop_.in_iteration() ? loop_.now_ns() : monotonic_ns();
+  const uint64_t now = loop_.about_now_ns();
   if (d != Dispatch::kIdle)
     spin_.on_work(now);
   else
