@@ -56,7 +56,7 @@ Status check_against(const Descriptor& d, OpKind kind, uint64_t offset, uint64_t
 }
 
 Engine::Engine(reactor::EventLoop& loop, EndpointOptions options, std::string transport)
-    : loop_(loop), options_(options), transport_(std::move(transport)) {}
+    : loop_(loop), options_(options), transport_(std::move(transport)), inflight_(options.depth) {}
 
 Engine::~Engine() = default;  // the concrete engine's destructor calls close()
 
@@ -157,8 +157,7 @@ Status Engine::submit(std::span<Op> ops) {
   Status s = post(first, ops.size());
   if (!s.ok()) {
     // Nothing went out: give the ops back to the caller as they were.
-    for (size_t i = 0; i < ops.size(); ++i) ops[i] = std::move(inflight_[first + i]);
-    inflight_.resize(first);
+    for (size_t i = ops.size(); i-- > 0;) ops[i] = inflight_.pop_back();
     return s;
   }
   stats_.ops_submitted += ops.size();
@@ -168,8 +167,7 @@ Status Engine::submit(std::span<Op> ops) {
 
 void Engine::complete_front(Status s, uint64_t old_value) {
   if (inflight_.empty()) return;
-  Op op = std::move(inflight_.front());
-  inflight_.pop_front();
+  Op op = inflight_.pop_front();
   s.ok() ? ++stats_.ops_completed : ++stats_.ops_failed;
   if (op.done) op.done(OpResult{std::move(s), old_value});
   if (want_ready_ && state_ == EndpointState::kConnected && inflight_.size() < options_.depth) {

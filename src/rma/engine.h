@@ -4,11 +4,11 @@
 // how exposures are made reachable.  Loop thread only.
 #pragma once
 
-#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "conduit/rma/endpoint.h"
 
@@ -33,6 +33,40 @@ Status refusal_status(Refusal r);
 // Where an op lands, relative to a descriptor: checks bounds (overflow-safe), the op's
 // rights and atomic alignment.  OK or kPermissionDenied/kInvalidArgument naming the op.
 Status check_against(const Descriptor& d, OpKind kind, uint64_t offset, uint64_t length);
+
+// The ops in flight, oldest first: a ring of `capacity` slots made once (submit() bounds the
+// count by the endpoint's depth), so queueing and completing an op allocate nothing and an
+// index is an add and a compare.  Loop thread only.
+class OpRing {
+ public:
+  explicit OpRing(size_t capacity) : slots_(capacity == 0 ? 1 : capacity) {}
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  size_t capacity() const { return slots_.size(); }
+  Op& operator[](size_t i) { return slots_[wrap(head_ + i)]; }  // i < size()
+  const Op& operator[](size_t i) const { return slots_[wrap(head_ + i)]; }
+  Op& front() { return slots_[head_]; }
+  void push_back(Op&& op) {  // size() < capacity()
+    slots_[wrap(head_ + size_)] = std::move(op);
+    ++size_;
+  }
+  Op pop_front() {
+    Op op = std::move(slots_[head_]);
+    head_ = wrap(head_ + 1);
+    --size_;
+    return op;
+  }
+  Op pop_back() {
+    --size_;
+    return std::move(slots_[wrap(head_ + size_)]);
+  }
+
+ private:
+  size_t wrap(size_t i) const { return i >= slots_.size() ? i - slots_.size() : i; }  // i < 2 * capacity
+  std::vector<Op> slots_;
+  size_t head_ = 0;
+  size_t size_ = 0;
+};
 
 class Engine {
  public:
@@ -98,7 +132,7 @@ class Engine {
   void finish(Status why, EndpointState final_state);
   Endpoint* owner_ = nullptr;
   Endpoint::ConnectCallback on_connect_;
-  std::deque<Op> inflight_;
+  OpRing inflight_;  // capacity: options_.depth
   std::map<uint32_t, Exposure> exposures_;  // by key
   uint32_t next_generation_ = 1;
   bool want_ready_ = false;

@@ -509,6 +509,40 @@ TEST_P(RmaOps, TheInFlightBoundWouldBlocksAndTheReadyHandlerRuns) {
   EXPECT_EQ(word, 4u);
 }
 
+// The in-flight ops sit in a ring of `depth` slots: callbacks that refill a full window from
+// inside the completion (the slot just freed is the next one taken) keep every op's result
+// and the completion order through many wraps.
+TEST_P(RmaOps, CallbacksThatRefillAFullWindowCompleteInOrderThroughTheRing) {
+  TearDown();
+  query_ += query_.empty() ? "?depth=4" : "&depth=4";
+  connect_pair(query_);
+  std::vector<uint8_t> mem(4096, 0);
+  const Descriptor d = expose(mem, Rights::kAtomic);
+  constexpr int kOps = 203;  // not a multiple of the depth
+  std::vector<uint64_t> olds;
+  int submitted = 0;
+  bool refused = false;
+  std::function<void()> submit_one = [&] {
+    if (submitted == kOps) return;
+    ++submitted;
+    Status s = client_->submit(Op::fetch_add(d, 0, 1, [&](const OpResult& r) {
+      EXPECT_TRUE(r.status.ok()) << r.status.to_string();
+      olds.push_back(r.old_value);
+      submit_one();
+    }));
+    if (!s.ok()) refused = true;
+  };
+  for (int i = 0; i < 4; ++i) submit_one();
+  EXPECT_TRUE(client_->submit(Op::fetch_add(d, 0, 1, nullptr)).would_block());
+  ASSERT_TRUE(run_until(*loop_, [&] { return olds.size() == kOps || refused; }));
+  ASSERT_FALSE(refused);
+  for (int i = 0; i < kOps; ++i) ASSERT_EQ(olds[static_cast<size_t>(i)], static_cast<uint64_t>(i)) << "op " << i;
+  uint64_t word;
+  std::memcpy(&word, mem.data(), 8);
+  EXPECT_EQ(word, static_cast<uint64_t>(kOps));
+  EXPECT_EQ(client_->in_flight(), 0u);
+}
+
 TEST_P(RmaOps, ClosingFailsOpsInFlightWithCancelled) {
   std::vector<uint8_t> mem(4096, 0);
   const Descriptor d = expose(mem, Rights::kRead);
