@@ -38,8 +38,17 @@
 // too) but fails an atomic or a write with immediate (running it twice would add twice or
 // consume two receives) with kIoError "may or may not have executed".
 //
-// Completions: event-driven by default (the completion channel in the loop's epoll; drain
-// re-arms).  With busy_poll_us, a before-sleep hook polls the CQ instead: after each post
+// Completions: event-driven by default (the completion channel in the loop's epoll, level-
+// triggered).  A wakeup arms the CQ and polls it until a poll comes back empty, so what
+// landed while the callbacks ran (they may post more) is handled without a sleep and a
+// wakeup of its own -- at most kWakeRounds polls, then the loop's other fds and timers get a
+// turn and a before-sleep hook polls on (the arm stands: whatever lands later raises an
+// event or finds one pending).  Only then is the channel's event read: that read is
+// bookkeeping (one event per wakeup; one raised since the arm stays and wakes the loop
+// again), so it runs while the ops the callbacks posted are in flight instead of between the
+// wakeup and the callbacks.  Same system calls as read-arm-poll; on rxe, whose loopback ops
+// often complete inside ibv_post_send, a callback-driven chain of ops then runs without
+// sleeping between them (measured: docs/BENCHMARKS.md).  With busy_poll_us, a before-sleep hook polls the CQ instead: after each post
 // or completion the CQ stays unarmed and the hook polls it, in slices of at most kSliceNs
 // (so the loop's other fds and timers still run), until busy_poll_us passed without work;
 // then it arms the CQ, polls once more (a completion that landed before the arm raised no
@@ -69,6 +78,7 @@ constexpr uint32_t kMagic = 0x43524D41;  // "CRMA": connect private data, versio
 constexpr uint64_t kRecvTag = 1ull << 63;
 constexpr uint64_t kControlTag = 1ull << 62;
 constexpr uint64_t kSliceNs = 50'000;  // a polling hook returns to the loop at least this often
+constexpr int kWakeRounds = 16;        // event-driven: CQ polls (of up to 32) per wakeup or hook turn
 constexpr uint32_t kInlineMax = 64;    // writes up to this size go inline (as perftest's do)
 constexpr uint64_t kDrainTimeoutNs = 5'000'000'000;  // a recovery's flushes must all arrive by then
 // The PSN of both directions after the n-th recovery; both sides count recoveries alike.
@@ -297,7 +307,7 @@ class VerbsEngine final : public Engine {
     for (uint32_t i = 0; i < depth; ++i) CONDUIT_RETURN_IF_ERROR(post_recv());
     CONDUIT_RETURN_IF_ERROR(cq_->arm());
     armed_ = true;
-    if (options_.busy_poll_us != 0) hook_ = loop_.add_before_sleep([this] { return poll_hook(); });
+    hook_ = loop_.add_before_sleep([this] { return options_.busy_poll_us != 0 ? poll_hook() : repoll_hook(); });
     cq_fd_.fn = [this] { on_cq(); };
     return loop_.add(cq_channel_->fd(), reactor::kReadable, &cq_fd_);
   }
@@ -359,9 +369,11 @@ class VerbsEngine final : public Engine {
 
   void on_cq() {
     ++stats_.cq_wakeups;
-    if (options_.busy_poll_us == 0) {
-      Result<int> n = cq_->drain([this](const Completion& c) { handle(c); });
-      if (!n.ok()) fail(n.status());
+    if (options_.busy_poll_us == 0) {  // arm, poll until empty, then read the event (file comment)
+      if (Status s = cq_->arm(); !s.ok()) return fail(s);
+      repoll_ = poll_rounds();
+      if (state_ != EndpointState::kConnected) return;  // failed or closed by a callback
+      if (Result<int> ev = cq_->consume_events(1); !ev.ok()) fail(ev.status());
       return;
     }
     // Polling: woken after the window closed.  Stay unarmed; the hook polls from now on.
@@ -383,6 +395,22 @@ class VerbsEngine final : public Engine {
     }
     for (int i = 0; i < *n; ++i) handle(wcs[i]);
     return *n;
+  }
+
+  // Event-driven: polls until a poll comes back empty, at most kWakeRounds times.  True when
+  // the rounds ran out (completions may be left that raise no event: repoll_hook goes on).
+  bool poll_rounds() {
+    for (int round = 0; round < kWakeRounds; ++round)
+      if (poll_once() <= 0 || state_ != EndpointState::kConnected) return false;
+    return true;
+  }
+
+  // The before-sleep hook in event-driven mode: goes on where a wakeup's rounds ran out.
+  // True: the loop must not block yet.
+  bool repoll_hook() {
+    if (!repoll_ || state_ != EndpointState::kConnected || !cq_) return repoll_ = false;
+    repoll_ = poll_rounds();
+    return repoll_;
   }
 
   // The before-sleep hook of busy_poll_us (see the file comment).  True: the loop must not
@@ -597,7 +625,8 @@ class VerbsEngine final : public Engine {
   std::unique_ptr<CmId> id_;
   FdCall cm_fd_, cq_fd_;
   reactor::TimerId timer_ = 0;
-  reactor::EventLoop::HookId hook_ = 0;  // busy_poll_us: poll_hook
+  reactor::EventLoop::HookId hook_ = 0;  // poll_hook (busy_poll_us) or repoll_hook (events)
+  bool repoll_ = false;                   // events: a wakeup's rounds ran out (repoll_hook)
   bool armed_ = false;                   // the CQ will raise an event for its next completion
   uint64_t last_work_ = 0;               // busy_poll_us: last post or completion (loop clock, ns)
   bool posted_unseen_ = false;           // posted since the hook last ran
