@@ -42,11 +42,9 @@ class OpRing {
   explicit OpRing(size_t capacity) : slots_(capacity == 0 ? 1 : capacity) {}
   size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
-  size_t capacity() const { return slots_.size(); }
-  Op& operator[](size_t i) { return slots_[wrap(head_ + i)]; }  // i < size()
-  const Op& operator[](size_t i) const { return slots_[wrap(head_ + i)]; }
+  const Op& operator[](size_t i) const { return slots_[wrap(head_ + i)]; }  // i < size()
   Op& front() { return slots_[head_]; }
-  void push_back(Op&& op) {  // size() < capacity()
+  void push_back(Op&& op) {  // size() < the capacity
     slots_[wrap(head_ + size_)] = std::move(op);
     ++size_;
   }

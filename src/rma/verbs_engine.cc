@@ -48,8 +48,10 @@
 // again), so it runs while the ops the callbacks posted are in flight instead of between the
 // wakeup and the callbacks.  Same system calls as read-arm-poll; on rxe, whose loopback ops
 // often complete inside ibv_post_send, a callback-driven chain of ops then runs without
-// sleeping between them (measured: docs/BENCHMARKS.md).  With busy_poll_us, a before-sleep hook polls the CQ instead: after each post
-// or completion the CQ stays unarmed and the hook polls it, in slices of at most kSliceNs
+// sleeping between them (measured: docs/BENCHMARKS.md).
+//
+// With busy_poll_us, a before-sleep hook polls the CQ instead: after each post or
+// completion the CQ stays unarmed and the hook polls it, in slices of at most kSliceNs
 // (so the loop's other fds and timers still run), until busy_poll_us passed without work;
 // then it arms the CQ, polls once more (a completion that landed before the arm raised no
 // event) and lets the loop sleep on the channel.  When the callbacks of the completions it
@@ -307,7 +309,8 @@ class VerbsEngine final : public Engine {
     for (uint32_t i = 0; i < depth; ++i) CONDUIT_RETURN_IF_ERROR(post_recv());
     CONDUIT_RETURN_IF_ERROR(cq_->arm());
     armed_ = true;
-    hook_ = loop_.add_before_sleep([this] { return options_.busy_poll_us != 0 ? poll_hook() : repoll_hook(); });
+    if (options_.busy_poll_us != 0) hook_ = loop_.add_before_sleep([this] { return poll_hook(); });
+    else hook_ = loop_.add_before_sleep([this] { return repoll_hook(); });
     cq_fd_.fn = [this] { on_cq(); };
     return loop_.add(cq_channel_->fd(), reactor::kReadable, &cq_fd_);
   }
