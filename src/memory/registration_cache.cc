@@ -17,7 +17,7 @@ struct Entry {
   Registrar::Registration reg;
   size_t pins = 0;
   // In the map (false once invalidated, merged away or evicted).  Written under the core's
-  // mutex; Handle::current() reads it without.
+  // mutex; Handle::current() reads it without (through a pointer the pin keeps valid).
   std::atomic<bool> indexed{true};
   std::list<Entry*>::iterator lru;
 };
@@ -86,22 +86,6 @@ RegistrationCache::~RegistrationCache() {
   while (!core_->index.empty()) core_->unindex(core_->index.begin());
 }
 
-bool RegistrationCache::Handle::current() const {
-  return entry_ != nullptr && static_cast<const Entry*>(entry_)->indexed.load(std::memory_order_acquire);
-}
-bool RegistrationCache::Handle::covers(const void* addr, size_t len) const {
-  if (entry_ == nullptr) return false;
-  const auto* e = static_cast<const Entry*>(entry_);
-  const auto a = reinterpret_cast<uintptr_t>(addr);
-  return a >= e->start && a <= e->end && len <= e->end - a;
-}
-RegionKeys RegistrationCache::Handle::keys() const { return static_cast<const Entry*>(entry_)->reg.keys; }
-uint64_t RegistrationCache::Handle::base() const { return static_cast<const Entry*>(entry_)->start; }
-size_t RegistrationCache::Handle::length() const {
-  const auto* e = static_cast<const Entry*>(entry_);
-  return e->end - e->start;
-}
-
 Result<RegistrationCache::Handle> RegistrationCache::acquire(const void* addr, size_t len) {
   if (addr == nullptr || len == 0) return Status(Code::kInvalidArgument, "registration cache: empty range");
   const uintptr_t a = reinterpret_cast<uintptr_t>(addr);
@@ -156,7 +140,10 @@ Result<RegistrationCache::Handle> RegistrationCache::acquire(const void* addr, s
   ++hit->pins;
   Handle h;
   h.pin_ = std::make_shared<Handle::Pin>(core_, hit);
-  h.entry_ = hit;
+  h.indexed_ = &hit->indexed;
+  h.start_ = hit->start;
+  h.end_ = hit->end;
+  h.keys_ = hit->reg.keys;
   c.evict();  // never the entry just pinned
   return h;
 }

@@ -41,6 +41,12 @@ constexpr OptionRow kOptions[] = {
      "loop's own polling, `LoopOptions`, applies)",
      0, 1000000, false, [](EndpointOptions& o, uint64_t v) { o.busy_poll_us = v; },
      [](const EndpointOptions& o) -> uint64_t { return o.busy_poll_us; }},
+    {"local_cache", "256M", "0–64G",
+     "rdma: bytes of application memory (the local buffers of reads and writes) kept registered for reuse; beyond it "
+     "the least recently used registrations are deregistered. Those that ops in flight use are kept regardless. "
+     "tcp/shm: ignored (nothing is registered)",
+     0, uint64_t{64} << 30, true, [](EndpointOptions& o, uint64_t v) { o.local_cache = v; },
+     [](const EndpointOptions& o) -> uint64_t { return o.local_cache; }},
     {"timeout", "17", "1–31",
      "rdma: local ACK timeout exponent, 4.096 us * 2^timeout per try (17 = 537 ms, as rdma:// uses). Bounds how "
      "long a peer's packet waits when the other side recovers its queue pair second",

@@ -12,10 +12,13 @@
 // exposure rather than a page-rounded registration from the cache.
 //
 // Local operands of reads and writes go through a RegistrationCache (local access only): a
-// buffer that comes back is a lookup, and the handle pins the registration until the op's
-// completion.  An operand inside the previous one's registration reuses its handle without
-// the lookup, while the cache still holds that registration (Handle::current: an
-// invalidated range is looked up again).  Writes of at most kInlineMax bytes (if the QP grants it) go inline instead:
+// buffer that comes back is a lookup, and a handle pins the registration until the ops that
+// use it completed.  An operand inside the previous one's registration reuses that handle
+// (last_reg_) without the lookup, while the cache still holds that registration
+// (Handle::current: an invalidated range is looked up again), and takes no pin of its own:
+// when last_reg_ moves to another registration, the old handle is parked with the seq of
+// the last op that used it and dropped once that op completed (ops complete in order), so
+// an op costs no reference count.  Writes of at most kInlineMax bytes (if the QP grants it) go inline instead:
 // the data is copied into the work request at post, so they need no registration.  Atomic
 // results land in a registered slot per in-flight op.
 //
@@ -208,7 +211,7 @@ class VerbsEngine final : public Engine {
     if (cq_channel_ && loop_.watching(cq_channel_->fd())) (void)loop_.remove(cq_channel_->fd());
     if (channel_ && loop_.watching(channel_->fd())) (void)loop_.remove(channel_->fd());
     if (id_ && established_) (void)id_->disconnect();
-    for (auto& p : pins_) p = {};
+    parked_.clear();
     last_reg_ = {};
     if (id_) id_->destroy_qp();
   }
@@ -234,16 +237,15 @@ class VerbsEngine final : public Engine {
         // the cache's (not invalidated): a copy of its handle, no cache lookup.
         if (!(last_reg_.current() && last_reg_.covers(op.local.data(), op.local.size()))) {
           Result<memory::RegistrationCache::Handle> h = cache_->acquire(op.local.data(), op.local.size());
-          if (!h.ok()) {
-            for (size_t j = 0; j < i; ++j) pins_[(posted_ + j) % options_.depth] = {};
-            return h.status();
-          }
+          if (!h.ok()) return h.status();  // nothing posted (a seq parked past posted_ drops when that seq completes)
+          // The ops that used the old handle keep it until the last of them completed.
+          if (last_reg_.valid() && last_reg_seq_ >= done_) parked_.push_back({last_reg_seq_, std::move(last_reg_)});
           last_reg_ = std::move(*h);
         }
         sge.addr = reinterpret_cast<uintptr_t>(op.local.data());
         sge.length = static_cast<uint32_t>(op.local.size());
         sge.lkey = last_reg_.keys().lkey;
-        pins_[slot] = last_reg_;
+        last_reg_seq_ = seq;
       }
       const uint64_t raddr = op.remote.addr + op.offset;
       const uint32_t rkey = op.remote.key;
@@ -261,10 +263,7 @@ class VerbsEngine final : public Engine {
       chain.append(wrs_[i]);
     }
     Status s = qp()->post_send(chain);  // one doorbell for the batch
-    if (!s.ok()) {
-      for (size_t j = 0; j < count; ++j) pins_[(posted_ + j) % options_.depth] = {};
-      return s;
-    }
+    if (!s.ok()) return s;
     posted_ += count;
     posted_unseen_ = true;  // busy_poll_us: the window restarts when the hook next runs
     return {};
@@ -302,10 +301,11 @@ class VerbsEngine final : public Engine {
     if (!q.ok()) return q.status();
     CONDUIT_ASSIGN_OR_RETURN(auto slots, RegisteredBuffer::create(pd_, size_t{depth} * 8, Access::kLocalWrite));
     slots_ = std::make_unique<RegisteredBuffer>(std::move(slots));
-    cache_ = std::make_unique<memory::RegistrationCache>(std::make_shared<LocalRegistrar>(pd_));
+    memory::CacheOptions co;
+    co.byte_cap = options_.local_cache;
+    cache_ = std::make_unique<memory::RegistrationCache>(std::make_shared<LocalRegistrar>(pd_), co);
     wrs_.assign(depth, SendWr::send(nullptr, 0));
     sges_.assign(depth, ibv_sge{});
-    pins_.assign(depth, {});
     for (uint32_t i = 0; i < depth; ++i) CONDUIT_RETURN_IF_ERROR(post_recv());
     CONDUIT_RETURN_IF_ERROR(cq_->arm());
     armed_ = true;
@@ -545,7 +545,6 @@ class VerbsEngine final : public Engine {
     if (!recovering_ || state_ != EndpointState::kConnected) return;
     if (retired_ != posted_ || control_out_) return;
     if (drain_timer_ != 0) loop_.cancel(drain_timer_), drain_timer_ = 0;
-    for (uint64_t o = done_; o < posted_; ++o) pins_[o % options_.depth] = {};
     posted_ = retired_ = done_;
     run_ = 0;
     ++recoveries_;
@@ -581,7 +580,7 @@ class VerbsEngine final : public Engine {
 
   void complete_op(Status s) {
     const size_t slot = done_ % options_.depth;
-    pins_[slot] = {};
+    while (!parked_.empty() && parked_.front().last_seq <= done_) parked_.pop_front();
     uint64_t old = 0;
     const OpKind k = front().kind;
     if (s.ok() && (k == OpKind::kFetchAdd || k == OpKind::kCompareSwap))
@@ -625,6 +624,12 @@ class VerbsEngine final : public Engine {
   std::unique_ptr<RegisteredBuffer> slots_;
   std::unique_ptr<memory::RegistrationCache> cache_;
   memory::RegistrationCache::Handle last_reg_;  // the last local operand's (post_now); pins one region
+  uint64_t last_reg_seq_ = 0;                   // the seq of the last op that used last_reg_
+  struct Parked {
+    uint64_t last_seq;  // dropped once this op completed
+    memory::RegistrationCache::Handle reg;
+  };
+  std::deque<Parked> parked_;  // registrations that ops in flight still use, by last_seq
   std::unique_ptr<CmId> id_;
   FdCall cm_fd_, cq_fd_;
   reactor::TimerId timer_ = 0;
@@ -637,7 +642,6 @@ class VerbsEngine final : public Engine {
   bool established_ = false;
   std::vector<SendWr> wrs_;
   std::vector<ibv_sge> sges_;
-  std::vector<memory::RegistrationCache::Handle> pins_;  // by seq % depth: local operands
   uint64_t posted_ = 0, done_ = 0;  // ops by seq: [done_, posted_) posted, the rest queued
   uint64_t retired_ = 0;             // WRs up to the last send completion seen
   uint32_t run_ = 0;                 // unsignalled WRs since the last signalled one

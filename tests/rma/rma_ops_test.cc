@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <chrono>
@@ -14,6 +15,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <span>
 #include <sstream>
 #include <vector>
 
@@ -570,6 +572,47 @@ TEST_P(RmaOps, CallbacksThatRefillAFullWindowCompleteInOrderThroughTheRing) {
   std::memcpy(&word, mem.data(), 8);
   EXPECT_EQ(word, static_cast<uint64_t>(kOps));
   EXPECT_EQ(client_->in_flight(), 0u);
+}
+
+// Five local buffers far enough apart to be five registrations, taken in turn by reads, one
+// in flight on each, and local_cache=0: every new registration evicts the ones no handle pins.
+// An op's registration must survive until the op completed although the next op already
+// moved the endpoint to another one (rdma: a deregistered local buffer fails its read).
+TEST_P(RmaOps, LocalBuffersTakingTurnsStayRegisteredWhileTheirOpsAreInFlight) {
+  TearDown();
+  query_ += query_.empty() ? "?local_cache=0" : "&local_cache=0";
+  connect_pair(query_);
+  constexpr size_t kBuf = 16 << 10, kStride = 64 << 10, kBufs = 5;
+  std::vector<uint8_t> remote = pattern(kBufs * kBuf, 3);
+  const Descriptor d = expose(remote, Rights::kRead);
+  std::vector<uint8_t> local(kBufs * kStride, 0);
+  constexpr int kOps = 300;
+  int submitted = 0, completed = 0, failed = 0;
+  std::function<void()> submit_one = [&] {
+    const size_t b = static_cast<size_t>(submitted) % kBufs;
+    ++submitted;
+    std::span<uint8_t> dst(local.data() + b * kStride, kBuf);
+    std::fill(dst.begin(), dst.end(), uint8_t{0});
+    Status s = client_->submit(Op::read(dst, d, b * kBuf, [&, b, dst](const OpResult& r) {
+      ++completed;
+      if (!r.status.ok()) {
+        ++failed;
+        ADD_FAILURE() << "op " << completed << ": " << r.status.to_string();
+      } else if (!std::equal(dst.begin(), dst.end(), remote.begin() + static_cast<std::ptrdiff_t>(b * kBuf))) {
+        ++failed;
+        ADD_FAILURE() << "op " << completed << ": buffer " << b << " does not hold what was read";
+      }
+      if (submitted < kOps && failed == 0) submit_one();
+    }));
+    if (!s.ok()) ++failed, ADD_FAILURE() << s.to_string();
+  };
+  // One read in flight per buffer: zeroing it before each read shows that each one landed.
+  for (size_t i = 0; i < kBufs; ++i) submit_one();
+  ASSERT_TRUE(run_until(*loop_, [&] { return completed == submitted || failed != 0; }, 30000));
+  EXPECT_EQ(failed, 0);
+  EXPECT_EQ(completed, kOps);
+  EXPECT_EQ(client_->stats().recoveries, 0u);
+  EXPECT_EQ(client_->state(), EndpointState::kConnected);
 }
 
 TEST_P(RmaOps, ClosingFailsOpsInFlightWithCancelled) {

@@ -16,6 +16,7 @@
 // mutex and a map lookup; a miss is a registration (slow; see registrar.h).
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -67,28 +68,37 @@ class RegistrationCache {
 };
 
 // A pinned registration.  Copyable (shares the pin); the entry is unpinned when the last
-// copy goes.
+// copy goes.  The accessors are inline and take no lock: the handle keeps a copy of the
+// entry's range and keys (fixed for the entry's life) and a pointer to its "still indexed"
+// flag, which the pin keeps alive.  Copying costs an atomic increment (the pin).
 class RegistrationCache::Handle {
  public:
   Handle() = default;
-  bool valid() const { return entry_ != nullptr; }
+  bool valid() const { return indexed_ != nullptr; }
   // Still the cache's registration for its range: false once the range was invalidated,
   // merged into a larger registration or evicted (the pin keeps the region registered, but
-  // acquire() would no longer return it).  Lock-free (one atomic load): a caller that keeps
-  // a handle may reuse it for ranges it covers() while this holds, instead of acquire()
-  // (mutex, lookup and a pin per call).
-  bool current() const;
-  bool covers(const void* addr, size_t len) const;
-  RegionKeys keys() const;
-  uint64_t base() const;  // the registered range (page-rounded), which contains the range asked for
-  size_t length() const;
+  // acquire() would no longer return it).  One atomic load: a caller that keeps a handle
+  // may reuse it for ranges it covers() while this holds, instead of acquire() (mutex,
+  // lookup and a pin per call).
+  bool current() const { return indexed_ != nullptr && indexed_->load(std::memory_order_acquire); }
+  bool covers(const void* addr, size_t len) const {
+    const auto a = reinterpret_cast<uintptr_t>(addr);
+    return indexed_ != nullptr && a >= start_ && a <= end_ && len <= end_ - a;
+  }
+  RegionKeys keys() const { return keys_; }
+  uint64_t base() const { return start_; }  // the registered range (page-rounded), which contains the range asked for
+  size_t length() const { return end_ - start_; }
+  // Both handles pin the same registration (or both are empty).
+  bool same(const Handle& o) const { return indexed_ == o.indexed_; }
 
   struct Pin;
 
  private:
   friend class RegistrationCache;
   std::shared_ptr<Pin> pin_;
-  const void* entry_ = nullptr;
+  const std::atomic<bool>* indexed_ = nullptr;  // the entry's flag; null: no registration
+  uintptr_t start_ = 0, end_ = 0;
+  RegionKeys keys_{};
 };
 
 }  // namespace conduit::memory

@@ -88,6 +88,7 @@ struct EndpointOptions {
   uint64_t max_op = 16u << 20;    // bytes one read/write may move
   uint32_t connect_timeout_ms = 5000;
   uint64_t busy_poll_us = 0;      // rdma: poll the CQ this long after the last post/completion; 0 = events
+  uint64_t local_cache = uint64_t{256} << 20;  // rdma: registered bytes of local operands kept for reuse
   uint8_t timeout = 17;           // rdma: local ACK timeout exponent (4.096 us * 2^timeout per retransmission)
 };
 
