@@ -167,9 +167,9 @@ Status Engine::submit(std::span<Op> ops) {
 
 void Engine::complete_front(Status s, uint64_t old_value) {
   if (inflight_.empty()) return;
-  Op op = inflight_.pop_front();
+  OpCallback done = inflight_.pop_front_callback();
   s.ok() ? ++stats_.ops_completed : ++stats_.ops_failed;
-  if (op.done) op.done(OpResult{std::move(s), old_value});
+  if (done) done(OpResult{std::move(s), old_value});
   if (want_ready_ && state_ == EndpointState::kConnected && inflight_.size() < options_.depth) {
     want_ready_ = false;
     if (ready_handler) ready_handler(*owner_);

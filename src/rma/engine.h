@@ -48,11 +48,13 @@ class OpRing {
     slots_[wrap(head_ + size_)] = std::move(op);
     ++size_;
   }
-  Op pop_front() {
-    Op op = std::move(slots_[head_]);
+  // Drops the oldest op and hands back its callback: only the callback moves (a later push
+  // overwrites the slot's other fields).
+  OpCallback pop_front_callback() {
+    OpCallback done = std::move(slots_[head_].done);
     head_ = wrap(head_ + 1);
     --size_;
-    return op;
+    return done;
   }
   Op pop_back() {
     --size_;

@@ -329,20 +329,21 @@ int measure(const Args& a, const std::string& url, int desc_fd, int hello_fd) {
     (void)Tsc::cycles_per_us();  // calibrate before the first op
     uint64_t t0 = 0;
     bool submit_failed = false;
-    rma::OpCallback via;
-    std::function<void(const rma::OpResult&)> next = [&](const rma::OpResult& r) {
+    std::function<void(const rma::OpResult&)> next;
+    // Each op's callback is a pointer-sized forwarder to `next`, made afresh for each op (it
+    // fits std::function's inline storage, so making and moving it allocate nothing and call
+    // nothing): copying `next` itself, a closure of a dozen references, would be a heap
+    // allocation and a free per op in the timed path.
+    auto via = [n = &next] { return rma::OpCallback([n](const rma::OpResult& r) { (*n)(r); }); };
+    next = [&](const rma::OpResult& r) {
       us.push_back(Tsc::to_us(read_tsc() - t0));
       cb(r);
       if (done >= a.iters || failed != 0) return;
       t0 = read_tsc();
-      if (!(*ep)->submit(make(a, buf, *d, via)).ok()) submit_failed = true;
+      if (!(*ep)->submit(make(a, buf, *d, via())).ok()) submit_failed = true;
     };
-    // Each op's callback is a pointer-sized forwarder to `next` (it fits std::function's
-    // inline storage): copying `next` itself, a closure of a dozen references, would be a
-    // heap allocation and a free per op in the timed path.
-    via = [n = &next](const rma::OpResult& r) { (*n)(r); };
     t0 = read_tsc();
-    if (!(*ep)->submit(make(a, buf, *d, via)).ok()) return 5;
+    if (!(*ep)->submit(make(a, buf, *d, via())).ok()) return 5;
     // Blocks until an event (-1), as loop.run() does with no timer: an op in flight always
     // ends (RC retries end in an error; a disconnect fails it), and a bounded wait would make
     // the kernel read the clock twice per epoll_wait (a system-call clock under TCG).
