@@ -67,6 +67,31 @@ TEST_F(RegistrationCacheTest, LruEvictionUnderTheCapSparesPinnedEntries) {
   EXPECT_EQ(cache.stats().hits, 1u);
 }
 
+// A moved-from handle must not look like a registration: it no longer pins one, so a caller
+// that trusted current() on it could use a region the cache has since deregistered.
+TEST_F(RegistrationCacheTest, AMovedFromHandleIsEmpty) {
+  RegistrationCache cache(reg);
+  auto h = cache.acquire(mem, 100);
+  ASSERT_TRUE(h.ok());
+  RegistrationCache::Handle kept = std::move(*h);
+  EXPECT_FALSE(h->valid());
+  EXPECT_FALSE(h->current());
+  EXPECT_FALSE(h->covers(mem, 1));
+  EXPECT_TRUE(kept.current());
+  RegistrationCache::Handle other;
+  other = std::move(kept);
+  EXPECT_FALSE(kept.valid());
+  EXPECT_TRUE(other.current());
+  EXPECT_TRUE(other.covers(mem, 4096));
+  RegistrationCache::Handle copy = other;  // a copy shares the pin
+  other = RegistrationCache::Handle();
+  EXPECT_TRUE(copy.current());
+  EXPECT_EQ(reg->live(), 1u);
+  copy = RegistrationCache::Handle();
+  EXPECT_EQ(cache.invalidate(mem, 1), 0u) << "nothing pins it any more";
+  EXPECT_EQ(reg->live(), 0u);
+}
+
 TEST_F(RegistrationCacheTest, InvalidationDropsEntriesAndDefersPinnedOnes) {
   RegistrationCache cache(reg);
   auto held = cache.acquire(mem, 4096);

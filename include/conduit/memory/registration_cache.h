@@ -20,6 +20,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <utility>
 
 #include "conduit/base/status.h"
 #include "conduit/memory/buffer.h"
@@ -74,6 +75,22 @@ class RegistrationCache {
 class RegistrationCache::Handle {
  public:
   Handle() = default;
+  Handle(const Handle&) = default;
+  Handle& operator=(const Handle&) = default;
+  // A moved-from handle is empty (not valid, current() false), like a default one.
+  Handle(Handle&& o) noexcept
+      : pin_(std::move(o.pin_)), indexed_(std::exchange(o.indexed_, nullptr)), start_(o.start_), end_(o.end_),
+        keys_(o.keys_) {}
+  Handle& operator=(Handle&& o) noexcept {
+    if (this != &o) {
+      pin_ = std::move(o.pin_);
+      indexed_ = std::exchange(o.indexed_, nullptr);
+      start_ = o.start_;
+      end_ = o.end_;
+      keys_ = o.keys_;
+    }
+    return *this;
+  }
   bool valid() const { return indexed_ != nullptr; }
   // Still the cache's registration for its range: false once the range was invalidated,
   // merged into a larger registration or evicted (the pin keeps the region registered, but
@@ -88,8 +105,6 @@ class RegistrationCache::Handle {
   RegionKeys keys() const { return keys_; }
   uint64_t base() const { return start_; }  // the registered range (page-rounded), which contains the range asked for
   size_t length() const { return end_ - start_; }
-  // Both handles pin the same registration (or both are empty).
-  bool same(const Handle& o) const { return indexed_ == o.indexed_; }
 
   struct Pin;
 
