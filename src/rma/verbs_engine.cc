@@ -18,9 +18,9 @@
 // (Handle::current: an invalidated range is looked up again), and takes no pin of its own:
 // when last_reg_ moves to another registration, the old handle is parked with the seq of
 // the last op that used it and dropped once that op completed (ops complete in order), so
-// an op costs no reference count.  Writes of at most kInlineMax bytes (if the QP grants it) go inline instead:
-// the data is copied into the work request at post, so they need no registration.  Atomic
-// results land in a registered slot per in-flight op.
+// an op costs no reference count.  Writes of at most kInlineMax bytes (if the QP grants it)
+// go inline instead: the data is copied into the work request at post, so they need no
+// registration.  Atomic results land in a registered slot per in-flight op.
 //
 // Signalling: the last WR of every batch and at least every signal_every-th are signalled;
 // a signalled completion completes every op up to it (RC completes in order).
@@ -234,7 +234,7 @@ class VerbsEngine final : public Engine {
         sge.lkey = 0;
       } else {
         // The registration of the previous operand, if it still covers this one and is still
-        // the cache's (not invalidated): a copy of its handle, no cache lookup.
+        // the cache's (not invalidated): no cache lookup, no pin (the file comment).
         if (!(last_reg_.current() && last_reg_.covers(op.local.data(), op.local.size()))) {
           Result<memory::RegistrationCache::Handle> h = cache_->acquire(op.local.data(), op.local.size());
           if (!h.ok()) return h.status();  // nothing posted (a seq parked past posted_ drops when that seq completes)
