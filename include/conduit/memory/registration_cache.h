@@ -20,7 +20,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <utility>
 
 #include "conduit/base/status.h"
 #include "conduit/memory/buffer.h"
@@ -74,33 +73,18 @@ class RegistrationCache {
 // flag, which the pin keeps alive.  Copying costs an atomic increment (the pin).
 class RegistrationCache::Handle {
  public:
-  Handle() = default;
-  Handle(const Handle&) = default;
-  Handle& operator=(const Handle&) = default;
-  // A moved-from handle is empty (not valid, current() false), like a default one.
-  Handle(Handle&& o) noexcept
-      : pin_(std::move(o.pin_)), indexed_(std::exchange(o.indexed_, nullptr)), start_(o.start_), end_(o.end_),
-        keys_(o.keys_) {}
-  Handle& operator=(Handle&& o) noexcept {
-    if (this != &o) {
-      pin_ = std::move(o.pin_);
-      indexed_ = std::exchange(o.indexed_, nullptr);
-      start_ = o.start_;
-      end_ = o.end_;
-      keys_ = o.keys_;
-    }
-    return *this;
-  }
-  bool valid() const { return indexed_ != nullptr; }
+  // Copies share the pin; a moved-from handle is empty (its pin moved away: not valid,
+  // current() and covers() false), like a default one.
+  bool valid() const { return pin_ != nullptr; }
   // Still the cache's registration for its range: false once the range was invalidated,
   // merged into a larger registration or evicted (the pin keeps the region registered, but
   // acquire() would no longer return it).  One atomic load: a caller that keeps a handle
   // may reuse it for ranges it covers() while this holds, instead of acquire() (mutex,
   // lookup and a pin per call).
-  bool current() const { return indexed_ != nullptr && indexed_->load(std::memory_order_acquire); }
+  bool current() const { return pin_ != nullptr && indexed_->load(std::memory_order_acquire); }
   bool covers(const void* addr, size_t len) const {
     const auto a = reinterpret_cast<uintptr_t>(addr);
-    return indexed_ != nullptr && a >= start_ && a <= end_ && len <= end_ - a;
+    return pin_ != nullptr && a >= start_ && a <= end_ && len <= end_ - a;
   }
   RegionKeys keys() const { return keys_; }
   uint64_t base() const { return start_; }  // the registered range (page-rounded), which contains the range asked for
@@ -111,7 +95,7 @@ class RegistrationCache::Handle {
  private:
   friend class RegistrationCache;
   std::shared_ptr<Pin> pin_;
-  const std::atomic<bool>* indexed_ = nullptr;  // the entry's flag; null: no registration
+  const std::atomic<bool>* indexed_ = nullptr;  // the entry's flag (kept alive by pin_); set with pin_
   uintptr_t start_ = 0, end_ = 0;
   RegionKeys keys_{};
 };
