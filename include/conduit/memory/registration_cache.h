@@ -73,8 +73,8 @@ class RegistrationCache {
 // flag, which the pin keeps alive.  Copying costs an atomic increment (the pin).
 class RegistrationCache::Handle {
  public:
-  // Copies share the pin; a moved-from handle is empty (its pin moved away: not valid,
-  // current() and covers() false), like a default one.
+  // A moved-from handle is empty (its pin moved away: not valid, current() and covers()
+  // false), like a default one.
   bool valid() const { return pin_ != nullptr; }
   // Still the cache's registration for its range: false once the range was invalidated,
   // merged into a larger registration or evicted (the pin keeps the region registered, but
