@@ -227,6 +227,26 @@ Result<QueuePair*> CmId::create_qp(std::shared_ptr<ProtectionDomain> pd, std::sh
   return qp_.get();
 }
 
+Result<QueuePair*> CmId::adopt_qp(std::unique_ptr<QueuePair> qp) {
+  if (qp_) return conduit::Status(Code::kInvalidArgument, "adopt_qp: this id already has a QP");
+  if (!qp) return conduit::Status(Code::kInvalidArgument, "adopt_qp: no QP");
+  if (qp->cm_id_ != nullptr) return conduit::Status(Code::kInvalidArgument, "adopt_qp: the QP belongs to another id");
+  if (id_->verbs == nullptr)
+    return conduit::Status(Code::kInvalidArgument, "adopt_qp: id is not bound to a device yet");
+  if (qp->pd()->context()->native_handle() != id_->verbs)
+    return conduit::Status(Code::kInvalidArgument, "adopt_qp: the QP belongs to another device than the id");
+  ibv_qp_attr attr{};
+  attr.qp_state = IBV_QPS_INIT;
+  int mask = 0;
+  if (rdma_init_qp_attr(id_, &attr, &mask) != 0) return conduit::Status::FromErrnoAuto(errno, "rdma_init_qp_attr(INIT)");
+  CONDUIT_RETURN_IF_ERROR(qp->modify(attr, mask, "INIT"));
+  id_->pd = qp->pd()->native_handle();
+  id_->qp = qp->native_handle();
+  qp->cm_id_ = id_;  // from now on destroyed through rdma_destroy_qp, which clears id_->qp
+  qp_ = std::move(qp);
+  return qp_.get();
+}
+
 conduit::Status CmId::reset_qp(uint32_t psn) {
   if (!qp_) return conduit::Status(Code::kInvalidArgument, "reset_qp: this id has no QP");
   ibv_qp_attr attr{};

@@ -1,5 +1,6 @@
 // rdma_cm between two processes: connect/accept with private data, data both ways,
-// disconnect seen on both sides; rejection and unreachable peers end in errors, not hangs.
+// disconnect seen on both sides; rejection and unreachable peers end in errors, not hangs;
+// a QP made ahead of time and adopted by the id (CmId::adopt_qp) behaves as its own.
 #include <cstring>
 #include <string>
 
@@ -34,7 +35,9 @@ struct Side {
   std::shared_ptr<ProtectionDomain> pd;
   std::shared_ptr<CompletionQueue> cq;
   std::unique_ptr<RegisteredBuffer> buf;
-  Status init(CmId& id) {
+  // adopt: the QP is made with QueuePair::create (no id) and handed to the id, as the
+  // rdma transport does with its spare QPs.
+  Status init(CmId& id, bool adopt = false) {
     auto ctx = id.context();
     if (!ctx) return Status(Code::kInternal, "id has no device");
     CONDUIT_ASSIGN_OR_RETURN(pd, ProtectionDomain::create(ctx));
@@ -44,7 +47,15 @@ struct Side {
     QpOptions o;
     o.max_send_wr = 16;
     o.max_recv_wr = 16;
-    CONDUIT_ASSIGN_OR_RETURN(QueuePair * qp, id.create_qp(pd, cq, cq, o));
+    QueuePair* qp = nullptr;
+    if (adopt) {
+      CONDUIT_ASSIGN_OR_RETURN(auto made, QueuePair::create(pd, cq, cq, o));
+      if (made->state() != QpState::kReset) return Status(Code::kInternal, "a new QP is not in RESET");
+      CONDUIT_ASSIGN_OR_RETURN(qp, id.adopt_qp(std::move(made)));
+      if (id.native_handle()->qp != qp->native_handle()) return Status(Code::kInternal, "id->qp is not the QP");
+    } else {
+      CONDUIT_ASSIGN_OR_RETURN(qp, id.create_qp(pd, cq, cq, o));
+    }
     ibv_sge sge = buf->sge(2048, 2048);
     RecvWr r = RecvWr::make(&sge, 1, 1);
     return qp->post_recv(r);
@@ -57,7 +68,7 @@ std::span<const uint8_t> bytes(const char* s) {
 
 // Server: accepts one connection, checks the client's private data, answers with its
 // own, receives one message and echoes it upper-cased, then waits for the disconnect.
-int run_server(const std::string& addr, int report_fd, bool reject) {
+int run_server(const std::string& addr, int report_fd, bool reject, bool adopt = false) {
   auto ch = EventChannel::create();
   CHILD_OK(ch.status().ok() ? Status() : ch.status());
   auto listener = CmId::create(*ch);
@@ -81,7 +92,7 @@ int run_server(const std::string& addr, int report_fd, bool reject) {
   }
   std::unique_ptr<CmId> conn = std::move(req->new_id);
   Side side;
-  CHILD_OK(side.init(*conn));
+  CHILD_OK(side.init(*conn, adopt));
   CHILD_OK(conn->accept(bytes("world")));
   auto est = CmId::expect_event(*ch, RDMA_CM_EVENT_ESTABLISHED, kTimeoutMs);
   CHILD_OK(est.ok() ? Status() : est.status());
@@ -156,6 +167,75 @@ TEST_F(RdmaCm, ConnectAcceptExchangeDisconnectAcrossProcesses) {
   ASSERT_OK(id->disconnect());
   ASSERT_OK_AND_ASSIGN(CmEvent d, CmId::expect_event(ch, RDMA_CM_EVENT_DISCONNECTED, kTimeoutMs));
   EXPECT_EQ(server.wait(), 0);
+}
+
+TEST_F(RdmaCm, AQpMadeAheadAndAdoptedConnectsAsItsOwn) {
+  CONDUIT_REQUIRE_ADDR_OR_SKIP(addr);
+  ChildProcess server([&](int fd) { return run_server(addr, fd, false, /*adopt=*/true); });
+  ASSERT_TRUE(server.started());
+  uint32_t port = 0;
+  ASSERT_TRUE(server.receive_value(&port)) << "server did not report its port";
+
+  ASSERT_OK_AND_ASSIGN(auto ch, EventChannel::create());
+  ASSERT_OK_AND_ASSIGN(auto id, CmId::create(ch));
+  ASSERT_OK_AND_ASSIGN(SocketAddress dst, SocketAddress::resolve(addr, static_cast<uint16_t>(port)));
+  ASSERT_OK(id->resolve_addr(dst, 2000));
+  ASSERT_OK_AND_ASSIGN(CmEvent e1, CmId::expect_event(ch, RDMA_CM_EVENT_ADDR_RESOLVED, kTimeoutMs));
+  ASSERT_OK(id->resolve_route(2000));
+  ASSERT_OK_AND_ASSIGN(CmEvent e2, CmId::expect_event(ch, RDMA_CM_EVENT_ROUTE_RESOLVED, kTimeoutMs));
+  Side side;
+  ASSERT_OK(side.init(*id, /*adopt=*/true));
+  ASSERT_EQ(id->qp()->state(), QpState::kInit) << "adopt_qp leaves the QP in INIT, as rdma_create_qp does";
+  ASSERT_OK(id->connect(bytes("hello")));
+  ASSERT_OK_AND_ASSIGN(CmEvent est, CmId::expect_event(ch, RDMA_CM_EVENT_ESTABLISHED, kTimeoutMs));
+  EXPECT_EQ(id->qp()->state(), QpState::kRts) << "rdma_cm drove the adopted QP through RTR to RTS";
+
+  std::memcpy(side.buf->data(), "made ahead", 11);
+  ibv_sge sge = side.buf->sge(0, 11);
+  SendWr wr = SendWr::send(&sge, 1).signaled();
+  ASSERT_OK(id->qp()->post_send(wr));
+  Completion wc[2];
+  ASSERT_OK(poll_until(*side.cq, 2, kTimeoutMs, wc));  // our SEND and the echo
+  for (auto& c : wc) ASSERT_TRUE(c.ok()) << c.to_string();
+  EXPECT_STREQ(reinterpret_cast<char*>(side.buf->data() + 2048), "MADE AHEAD");
+
+  ASSERT_OK(id->disconnect());
+  EXPECT_EQ(id->qp()->state(), QpState::kError) << "rdma_disconnect moves the adopted QP to ERR";
+  ASSERT_OK_AND_ASSIGN(CmEvent d, CmId::expect_event(ch, RDMA_CM_EVENT_DISCONNECTED, kTimeoutMs));
+  id->destroy_qp();  // rdma_destroy_qp on the adopted QP
+  EXPECT_EQ(id->native_handle()->qp, nullptr);
+  EXPECT_EQ(server.wait(), 0);
+}
+
+TEST_F(RdmaCm, AdoptRefusesWhatItCannotTake) {
+  CONDUIT_REQUIRE_ADDR_OR_SKIP(addr);
+  ASSERT_OK_AND_ASSIGN(auto ch, EventChannel::create());
+  ASSERT_OK_AND_ASSIGN(auto unbound, CmId::create(ch));
+  ASSERT_OK_AND_ASSIGN(auto bound, CmId::create(ch));
+  ASSERT_OK_AND_ASSIGN(SocketAddress local, SocketAddress::resolve(addr, 0));
+  ASSERT_OK(bound->bind(local));
+  auto ctx = bound->context();
+  ASSERT_NE(ctx, nullptr);
+  ASSERT_OK_AND_ASSIGN(auto pd, ProtectionDomain::create(ctx));
+  ASSERT_OK_AND_ASSIGN(auto cq, CompletionQueue::create(ctx, 16));
+  QpOptions o;
+  o.max_send_wr = 4;
+  o.max_recv_wr = 4;
+  auto make = [&] { return QueuePair::create(pd, cq, cq, o); };
+
+  EXPECT_EQ(bound->adopt_qp(nullptr).status().code(), Code::kInvalidArgument);
+  ASSERT_OK_AND_ASSIGN(auto q1, make());
+  auto r = unbound->adopt_qp(std::move(q1));
+  EXPECT_EQ(r.status().code(), Code::kInvalidArgument) << "an id without a device";
+  EXPECT_NE(r.status().to_string().find("not bound to a device"), std::string::npos) << r.status().to_string();
+
+  ASSERT_OK_AND_ASSIGN(auto q2, make());
+  ASSERT_OK_AND_ASSIGN(QueuePair * taken, bound->adopt_qp(std::move(q2)));
+  EXPECT_EQ(taken->state(), QpState::kInit);
+  ASSERT_OK_AND_ASSIGN(auto q3, make());
+  r = bound->adopt_qp(std::move(q3));
+  EXPECT_EQ(r.status().code(), Code::kInvalidArgument) << "an id that has its QP";
+  EXPECT_NE(r.status().to_string().find("already has a QP"), std::string::npos) << r.status().to_string();
 }
 
 TEST_F(RdmaCm, RejectionCarriesPrivateDataAndIsAnError) {

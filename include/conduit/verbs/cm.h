@@ -113,6 +113,16 @@ class CmId {
   Result<QueuePair*> create_qp(std::shared_ptr<ProtectionDomain> pd, std::shared_ptr<CompletionQueue> send_cq,
                                std::shared_ptr<CompletionQueue> recv_cq, const QpOptions& options,
                                std::shared_ptr<SharedReceiveQueue> srq = {});
+  // Takes a QP made ahead of time with QueuePair::create (RESET, on a PD of this id's
+  // device) as the id's own, doing what rdma_create_qp does after creating one: INIT with
+  // the attributes rdma_cm holds for the id (port, P_Key index, access), then the id's
+  // public `qp` and `pd` fields, so that rdma_cm drives it on connect/accept and
+  // rdma_destroy_qp destroys it -- exactly as a QP from create_qp.  Lets a caller keep
+  // spare QPs and take the creation (~1-3 ms under Soft-RoCE) off the connection's setup
+  // path.  Not done: ECE (enhanced connection establishment, ibv_query_ece), which
+  // rdma_create_qp queries from the provider; rxe has none.  On error the QP is destroyed.
+  // One ibv_modify_qp; setup path.
+  Result<QueuePair*> adopt_qp(std::unique_ptr<QueuePair> qp);
   QueuePair* qp() const { return qp_.get(); }
   void destroy_qp() { qp_.reset(); }
   // Brings the connected id's QP back from ERR without a new connection: RESET, then INIT,
