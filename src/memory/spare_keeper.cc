@@ -36,19 +36,39 @@ void SpareKeeper::keep(const std::shared_ptr<BlockPool>& pool, size_t size, size
       if (wants_.size() >= kMaxWants) return;
       wants_.push_back(Want{pool, size, blocks});
     }
-    poked_ = true;
-    if (!thread_.joinable()) {
-      started_by_ = getpid();
-      thread_ = std::thread([this] { run(); });
-    }
+    start_locked();
   }
   cv_.notify_one();
+}
+
+void SpareKeeper::keep(const std::shared_ptr<Stock>& stock) {
+  if (!stock) return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stop_) return;
+    const bool known = std::any_of(stocks_.begin(), stocks_.end(), [&](const std::weak_ptr<Stock>& w) {
+      return !w.owner_before(stock) && !stock.owner_before(w);
+    });
+    if (!known) {
+      if (stocks_.size() >= kMaxWants) return;
+      stocks_.push_back(stock);
+    }
+    start_locked();
+  }
+  cv_.notify_one();
+}
+
+void SpareKeeper::start_locked() {
+  poked_ = true;
+  if (thread_.joinable()) return;
+  started_by_ = getpid();
+  thread_ = std::thread([this] { run(); });
 }
 
 void SpareKeeper::poke() {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (wants_.empty()) return;
+    if (wants_.empty() && stocks_.empty()) return;
     poked_ = true;
   }
   cv_.notify_one();
@@ -75,6 +95,7 @@ void SpareKeeper::run() {
     poked_ = false;
     busy_ = true;
     std::vector<Want> wants = wants_;
+    std::vector<std::weak_ptr<Stock>> stocks = stocks_;
     lock.unlock();
     bool gone = false;
     for (const Want& w : wants) {
@@ -89,8 +110,15 @@ void SpareKeeper::run() {
         CONDUIT_LOG(kWarn) << "memory: keeping spare " << w.size << "-byte blocks in pool '" << pool->options().name
                            << "': " << s.to_string();
     }
+    for (const std::weak_ptr<Stock>& w : stocks) {
+      if (std::shared_ptr<Stock> stock = w.lock()) stock->top_up();
+      else gone = true;
+    }
     lock.lock();
-    if (gone) std::erase_if(wants_, [](const Want& w) { return w.pool.expired(); });
+    if (gone) {
+      std::erase_if(wants_, [](const Want& w) { return w.pool.expired(); });
+      std::erase_if(stocks_, [](const std::weak_ptr<Stock>& w) { return w.expired(); });
+    }
     busy_ = false;
     ++rounds_;
   }

@@ -1,11 +1,14 @@
 // BlockPool::reserve (regions mapped and registered ahead of demand, outside the pool's
-// lock) and SpareKeeper (a thread that keeps spares topped up).  In the TSan build too: the
+// lock) and SpareKeeper (a thread that keeps spares topped up: pool blocks, and any
+// SpareKeeper::Stock, as the rdma transport's spare queue pairs).  In the TSan build too: the
 // keeper's thread reserves while the test's threads allocate and free.
 #include "conduit/memory/spare_keeper.h"
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -217,6 +220,78 @@ TEST(SpareKeeper, KeepsUpWhileOtherThreadsAllocateAndFree) {
   EXPECT_EQ(failures.load(), 0);
   EXPECT_GE(pool->free_blocks(kMiB), 4u);
   EXPECT_GE(pool->free_blocks(64 << 10), 4u);
+}
+
+// A stock of plain tokens: what the rdma transport's QpStock is with queue pairs.
+class TokenStock final : public SpareKeeper::Stock {
+ public:
+  explicit TokenStock(int want) : want_(want) {}
+  void top_up() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    EXPECT_NE(std::this_thread::get_id(), taker_) << "top_up runs on the keeper's thread";
+    while (ready_ < want_) ++ready_, ++made_;
+  }
+  bool take() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (ready_ == 0) return false;
+    --ready_;
+    return true;
+  }
+  int ready() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return ready_;
+  }
+  int made() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return made_;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  const int want_;
+  int ready_ = 0;
+  int made_ = 0;
+  const std::thread::id taker_ = std::this_thread::get_id();
+};
+
+TEST(SpareKeeper, KeepsAStockToppedUpOnItsThreadAndDropsItWhenItGoes) {
+  SpareKeeper keeper;
+  auto stock = std::make_shared<TokenStock>(3);
+  keeper.keep(stock);
+  keeper.keep(stock);  // the same stock again: still one
+  ASSERT_TRUE(settle(keeper));
+  EXPECT_EQ(stock->ready(), 3);
+  std::vector<std::thread> takers;
+  std::atomic<int> took{0};
+  for (int t = 0; t < 2; ++t) {
+    takers.emplace_back([&] {
+      for (int i = 0; i < 50; ++i) {
+        if (stock->take()) took.fetch_add(1);
+        keeper.poke();
+        std::this_thread::yield();
+      }
+    });
+  }
+  for (auto& th : takers) th.join();
+  ASSERT_TRUE(settle(keeper));
+  EXPECT_EQ(stock->ready(), 3) << "topped up again after the takes";
+  EXPECT_EQ(stock->made(), 3 + took.load()) << "made exactly what was taken, plus the first three";
+  EXPECT_GT(took.load(), 0);
+  std::weak_ptr<TokenStock> weak = stock;
+  stock.reset();  // the keeper holds it weakly: it goes now, and is dropped from the rounds
+  EXPECT_TRUE(weak.expired());
+  keeper.poke();
+  ASSERT_TRUE(settle(keeper));
+  keeper.keep(std::shared_ptr<SpareKeeper::Stock>());  // ignored
+  // At most kMaxWants stocks; more are ignored, not kept.
+  std::vector<std::shared_ptr<TokenStock>> many;
+  for (size_t i = 0; i < SpareKeeper::kMaxWants + 2; ++i) {
+    many.push_back(std::make_shared<TokenStock>(1));
+    keeper.keep(many.back());
+  }
+  ASSERT_TRUE(settle(keeper));
+  for (size_t i = 0; i < many.size(); ++i)
+    EXPECT_EQ(many[i]->ready(), i < SpareKeeper::kMaxWants ? 1 : 0) << "stock " << i;
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 //   keeper.keep(pool, 1 << 20, 2);   // from now on: >= 2 free 1 MiB blocks in `pool`
 //   auto s = pool->allocate(1 << 20);
 //   keeper.poke();                   // cheap: the thread tops the pool up again
+//   keeper.keep(stock);              // anything else with a top_up() (SpareKeeper::Stock)
 //
 // What it costs: the spare blocks themselves (pinned memory: at most the wants' sizes x
 // their counts, and never beyond a pool's cap -- at the cap the keeper stops quietly), and a
@@ -47,6 +48,19 @@ class SpareKeeper {
   // larger count; blocks 0 or a new want beyond kMaxWants is ignored.  Cheap when the want is
   // known already (a lock and a scan of kMaxWants).
   void keep(const std::shared_ptr<BlockPool>& pool, size_t size, size_t blocks);
+  // Something other than pool blocks kept ahead of demand on the same thread (the rdma
+  // transport's spare queue pairs): top_up() runs on the keeper's thread in every round,
+  // after the pools, outside the keeper's lock.  Held weakly, like the pools.
+  class Stock {
+   public:
+    virtual void top_up() = 0;
+
+   protected:
+    ~Stock() = default;
+  };
+  // From now on tops `stock` up in every round, and at once.  At most kMaxWants stocks
+  // (more are ignored); the same stock again changes nothing.
+  void keep(const std::shared_ptr<Stock>& stock);
   // Some block was taken: the thread checks every want and tops it up.  Cheap (a lock and a
   // notify); coalesces.
   void poke();
@@ -64,9 +78,12 @@ class SpareKeeper {
   };
   void run();
 
+  void start_locked();  // mu_ held: marks work and starts the thread on first use
+
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::vector<Want> wants_;
+  std::vector<std::weak_ptr<Stock>> stocks_;
   bool poked_ = false;
   bool busy_ = false;
   bool stop_ = false;
