@@ -5,6 +5,7 @@
 #include "connection.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "closer.h"
 #include "conduit/base/clock.h"
@@ -210,15 +211,26 @@ Status RdmaConnection::setup_resources() {
   r.channel = r.hub->channel();
   // With an SRQ, receive completions go to the pool's CQ: this one carries sends only.
   const int cqe = static_cast<int>(options_.send_depth + ctrl_recv_slots()) + 16;
-  CONDUIT_ASSIGN_OR_RETURN(r.cq, CompletionQueue::create(dev, cqe, r.channel));
-  QpOptions qo;
-  qo.max_send_wr = static_cast<uint32_t>(options_.send_depth);
-  qo.max_recv_wr = static_cast<uint32_t>(options_.recv_depth);
-  qo.max_send_sge = 1;
-  qo.max_recv_sge = 1;
-  qo.max_inline_data = static_cast<uint32_t>(options_.inline_bytes);
-  CONDUIT_ASSIGN_OR_RETURN(QueuePair * qp, r.id->create_qp(r.pd, r.cq, r.srq ? r.srq->cq() : r.cq, qo,
-                                                           r.srq ? r.srq->srq() : nullptr));
+  const QpShape shape{static_cast<uint32_t>(options_.send_depth), static_cast<uint32_t>(options_.recv_depth),
+                      static_cast<uint32_t>(options_.inline_bytes), cqe};
+  QueuePair* qp = nullptr;
+  // A spare QP and CQ of our shape when the loop has one ready (qp_stock.h): creating them
+  // is the largest step of setup under Soft-RoCE.
+  if (!r.srq) {
+    if (auto stock = ctx_->qp_stock_for(r.pd, r.channel, shape, options_.spare_qps)) {
+      std::optional<QpStock::Spare> spare = stock->take();
+      ctx_->arena_for(*r.pd)->spares.poke();  // the stock exists only with the PD's arena
+      if (spare) {
+        r.cq = std::move(spare->cq);
+        CONDUIT_ASSIGN_OR_RETURN(qp, r.id->adopt_qp(std::move(spare->qp)));
+      }
+    }
+  }
+  if (qp == nullptr) {
+    CONDUIT_ASSIGN_OR_RETURN(r.cq, CompletionQueue::create(dev, cqe, r.channel));
+    CONDUIT_ASSIGN_OR_RETURN(qp, r.id->create_qp(r.pd, r.cq, r.srq ? r.srq->cq() : r.cq, shape.qp_options(),
+                                                 r.srq ? r.srq->srq() : nullptr));
+  }
   r.qpn = qp->qp_num();
   if (r.srq) {
     r.srq->attach(r.qpn, this);

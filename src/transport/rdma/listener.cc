@@ -140,6 +140,7 @@ class RdmaTransport final : public Transport {
 
 std::vector<SrqStats> srq_stats(reactor::EventLoop& loop) { return LoopContext::srq_stats(loop); }
 std::vector<ArenaStats> arena_stats(reactor::EventLoop& loop) { return LoopContext::arena_stats(loop); }
+std::vector<QpStockStats> qp_stock_stats(reactor::EventLoop& loop) { return LoopContext::qp_stock_stats(loop); }
 ReaperStats reaper_stats(reactor::EventLoop& loop) { return LoopContext::reaper_stats(loop); }
 void set_qp_destroy_delay_for_tests(uint32_t ms) { QpReaper::set_delay_for_tests(ms); }
 

@@ -182,6 +182,28 @@ Result<std::shared_ptr<SrqPool>> LoopContext::srq_for(const std::shared_ptr<Prot
   return pool;
 }
 
+std::shared_ptr<QpStock> LoopContext::qp_stock_for(const std::shared_ptr<ProtectionDomain>& pd,
+                                                   const std::shared_ptr<CompletionChannel>& channel,
+                                                   const QpShape& shape, size_t count) {
+  if (count == 0) return nullptr;
+  const auto key = std::make_pair(static_cast<const ProtectionDomain*>(pd.get()), shape);
+  if (auto it = stocks_.find(key); it != stocks_.end()) return it->second;
+  Arena* arena = arena_for(*pd);
+  if (arena == nullptr) return nullptr;
+  auto stock = std::make_shared<QpStock>(pd, channel, shape, count);
+  arena->spares.keep(stock);  // starts topping it up
+  stocks_.emplace(key, stock);
+  return stock;
+}
+
+std::vector<QpStockStats> LoopContext::qp_stock_stats(EventLoop& loop) {
+  std::vector<QpStockStats> out;
+  auto* ctx = static_cast<LoopContext*>(loop.slot(&kSlotKey));
+  if (ctx == nullptr) return out;
+  for (auto& [key, stock] : ctx->stocks_) out.push_back(stock->stats());
+  return out;
+}
+
 std::vector<SrqStats> LoopContext::srq_stats(EventLoop& loop) {
   std::vector<SrqStats> out;
   auto* ctx = static_cast<LoopContext*>(loop.slot(&kSlotKey));

@@ -22,6 +22,7 @@
 #include "conduit/verbs/verbs.h"
 #include "arena.h"
 #include "qp_reaper.h"
+#include "qp_stock.h"
 #include "rdma.h"
 
 namespace conduit::transport::rdma {
@@ -71,6 +72,13 @@ class LoopContext final : public reactor::FdHandler {
   // until the context goes).
   Result<std::shared_ptr<SrqPool>> srq_for(const std::shared_ptr<verbs::ProtectionDomain>& pd, uint32_t depth);
   static std::vector<SrqStats> srq_stats(reactor::EventLoop& loop);
+  // The spare queue pairs of this shape on `pd` (qp_stock.h), created on first use with
+  // `count` (the first connection of the shape decides) and kept topped up by the arena's
+  // keeper thread; null when `count` is 0.
+  std::shared_ptr<QpStock> qp_stock_for(const std::shared_ptr<verbs::ProtectionDomain>& pd,
+                                        const std::shared_ptr<verbs::CompletionChannel>& channel, const QpShape& shape,
+                                        size_t count);
+  static std::vector<QpStockStats> qp_stock_stats(reactor::EventLoop& loop);
   static std::vector<ArenaStats> arena_stats(reactor::EventLoop& loop);
   void mark_pending(RdmaConnection* c) { pending_.insert(c); }
   // mark_pending from outside the loop's view (a read_owned view released by a later
@@ -96,6 +104,8 @@ class LoopContext final : public reactor::FdHandler {
   std::map<const verbs::ProtectionDomain*, std::unique_ptr<Arena>> arenas_;
   std::map<std::pair<verbs::ProtectionDomain*, uint32_t>, std::shared_ptr<SrqPool>> srqs_;
   std::map<ibv_context*, std::shared_ptr<CqHub>> hubs_;
+  // After arenas_: destroyed before the keepers are joined (they hold the stocks weakly).
+  std::map<std::pair<const verbs::ProtectionDomain*, QpShape>, std::shared_ptr<QpStock>> stocks_;
   std::set<RdmaConnection*> pending_;
   std::map<Closer*, std::unique_ptr<Closer>> closers_;
   std::vector<std::unique_ptr<Closer>> retired_;

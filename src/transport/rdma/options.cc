@@ -135,6 +135,12 @@ constexpr Row kRows[] = {
                     "registered ahead of demand, topped up by a background thread, so that a new connection "
                     "registers nothing on its setup path (registering 1 MiB costs milliseconds under Soft-RoCE). "
                     "Pinned memory: up to this many areas of each size in use. 0 = register on demand"),
+    Row::number_row("spare_qps", "4", 0, memory::SpareKeeper::kMaxBlocks, &O::spare_qps,
+                    "queue pairs, each with its completion queue, that the loop keeps created ahead of demand for "
+                    "connections of this one's sizes (send_depth, recv_depth, inline), made by the same background "
+                    "thread as spare_areas, so that a new connection's setup creates none (1-3 ms per side under "
+                    "Soft-RoCE). Kernel memory: up to this many QPs and CQs per size in use. Not with srq=1. "
+                    "0 = create on demand"),
     Row::number_row("retry_cnt", "7", 0, 7, &O::retry_cnt,
                     "transport retries of an unacknowledged packet before the QP fails with \"retry exceeded\" "
                     "(bounds the detection of a dead peer while data is in flight, with `timeout`)"),

@@ -39,6 +39,7 @@ struct RdmaOptions {
   uint64_t srq_depth = 4096;
   uint64_t arena_mb = 1024;  // cap of the loop's registered pool per device (the first user sets it)
   uint64_t spare_areas = 2;  // receive areas and staging blocks kept registered ahead of demand (arena.h)
+  uint64_t spare_qps = 4;    // QPs with their CQs kept created ahead of demand per shape (qp_stock.h)
   uint64_t retry_cnt = 7;
   uint64_t rnr_retry = 7;
   uint64_t timeout = 17;

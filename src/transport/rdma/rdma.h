@@ -42,6 +42,17 @@ struct ArenaStats {
 };
 std::vector<ArenaStats> arena_stats(reactor::EventLoop& loop);
 
+// Diagnostics: the spare queue pairs of `loop` (qp_stock.h), one entry per device and
+// shape in use.  Loop thread only.
+struct QpStockStats {
+  uint64_t created = 0;  // spares made by the keeper
+  uint64_t taken = 0;    // ... handed to connections
+  uint64_t missed = 0;   // a connection found none and made its own QP
+  uint64_t failed = 0;   // creations that failed (logged once per stock)
+  size_t ready = 0;      // spares waiting now
+};
+std::vector<QpStockStats> qp_stock_stats(reactor::EventLoop& loop);
+
 // Diagnostics: the teardown of closed connections, which runs on after close(): graceful
 // closes still waiting for their data to be acknowledged (closer.h) and QPs being
 // destroyed off the loop thread (qp_reaper.h).  The loop's context, and its descriptors,
