@@ -148,6 +148,10 @@ std::optional<int> parse_options(int argc, char** argv, Options* out) {
                                  "stream: each message is a block of the connection's pool() handed over with "
                                  "write_owned() (rdma: no staging copy; READ by the peer above rendezvous_min); "
                                  "with --touch the client fills each block. Needs a transport with a pool() (rdma)");
+  auto* peek = stream->add_flag("--peek", o.peek,
+                                "stream: the server reads each message where it lies in the connection's "
+                                "receive buffer (peek()/consume()) instead of copying it out with read() "
+                                "(--inplace does this too); with --owned, no payload copy on either side");
   std::string chunk_text = "64K";
   auto* chunk = stream->add_option("--inplace-chunk", chunk_text,
                                    "--inplace: the most the client fills per reserve()/commit(), 4K .. 64M (a "
@@ -207,6 +211,8 @@ std::optional<int> parse_options(int argc, char** argv, Options* out) {
         throw CLI::ValidationError("--touch/--inplace", "apply to -t stream only");
       if (owned->count() > 0 && (o.role == Role::kServer || o.test != StreamTest::kStream || o.inplace))
         throw CLI::ValidationError("--owned", "a -t stream client option, not with --inplace");
+      if (peek->count() > 0 && (o.role == Role::kServer || o.test != StreamTest::kStream))
+        throw CLI::ValidationError("--peek", "a -t stream client option (the client tells the server)");
       if (chunk->count() > 0 && !o.inplace) throw CLI::ValidationError("--inplace-chunk", "needs --inplace");
       (void)parse_size(chunk_text, &o.inplace_chunk);
       if (o.inplace) o.touch = true;

@@ -39,6 +39,10 @@ struct Options {
   // stream test: each message is a slice of the connection's pool() handed over with
   // write_owned() (rdma: RDMA-written from where it lies, or READ by the peer: rendezvous).
   bool owned = false;
+  // stream test: the server reads each message where it lies (peek/consume) instead of
+  // copying it out with read() -- what --inplace does on the reading side, without its fill
+  // and checksum.  With --owned: no copy of the payload on either side.
+  bool peek = false;
 
   // memcpy (touch: fill the source, copy, checksum the destination, as a touching stream does)
   uint64_t copy_size = 64 << 10;

@@ -102,6 +102,9 @@ void Reporter::begin(const RunInfo& info) {
                 "                   place with peek()/consume() (--inplace)\n");
   else if (opts_.touch)
     std::printf(" Work            : client fills each message, server checksums what it reads (--touch)\n");
+  if (opts_.peek && !opts_.inplace)
+    std::printf(" Reading         : server reads in place with peek()/consume() (--peek)\n");
+  if (opts_.owned) std::printf(" Writing         : pool blocks handed over with write_owned() (--owned)\n");
   if (pp) {
     std::printf(" Latency         : usec; RTT = one full round trip as measured;\n"
                 "                   one-way = RTT/2 (sockperf ping-pong's convention)\n"
@@ -149,7 +152,8 @@ void Reporter::end() {
                   ",\"connection\":" + json_string(info_.peer) + ",\"warmup_s\":" + json_number(opts_.warmup_s) +
                   ",\"duration_s\":" + json_number(opts_.duration_s) + ",\"iters\":" + std::to_string(opts_.iters) +
                   ",\"busy_poll_us\":" + std::to_string(opts_.busy_poll_us) +
-                  ",\"touch\":" + (opts_.touch ? "true" : "false") + ",\"inplace\":" + (opts_.inplace ? "true" : "false");
+                  ",\"touch\":" + (opts_.touch ? "true" : "false") + ",\"inplace\":" + (opts_.inplace ? "true" : "false") +
+                  ",\"peek\":" + (opts_.peek || opts_.inplace ? "true" : "false") + ",\"owned\":" + (opts_.owned ? "true" : "false");
   if (opts_.test == StreamTest::kPingPong) {
     s += ",\"latency_units\":\"usec\",\"one_way\":\"rtt/2 (sockperf convention)\","
          "\"percentiles\":\"nearest-rank\",\"results\":[";

@@ -572,7 +572,8 @@ Result<PingPongResult> Client::pingpong(uint32_t size) {
 Status Client::run_stream_phase(uint32_t size, double seconds, uint64_t iters, uint64_t* messages, uint64_t* bytes,
                                 double* elapsed_s) {
   uint8_t hdr[kHeaderBytes];
-  const uint16_t flags = static_cast<uint16_t>((opts_.touch ? kStreamTouch : 0) | (opts_.inplace ? kStreamInPlace : 0));
+  const uint16_t flags =
+      static_cast<uint16_t>((opts_.touch ? kStreamTouch : 0) | (opts_.inplace || opts_.peek ? kStreamInPlace : 0));
   encode(Header{Op::kStream, size, 0, flags}, hdr);
   const uint64_t t_begin = read_tsc();
   const uint64_t end_tsc = t_begin + static_cast<uint64_t>(seconds * 1e6 * Tsc::cycles_per_us());
