@@ -13,6 +13,13 @@
 #               (pool blocks handed over with write_owned(), scope=shared; two conduit modes
 #               instead of --modes: rv = the READ rendezvous, inband = rendezvous_min=0, the
 #               same blocks RDMA-written into the peer's ring; medians with min..max)
+#   zc_64K      stream -s 64K --owned (MB/s)          ib_write_bw -s 64K   BW average (MB/s)   >= 0.95x
+#   zc_1M       stream -s 1M --owned (MB/s)           ib_write_bw -s 1M    BW average (MB/s)   >= 0.95x
+#   zc_tput_64K stream -s 64K --owned (MB/s)          rstream -S 64K       Gb/sec -> MB/s      >= 1.0x
+#               (issue 10's zero-copy streaming targets: pool blocks handed over with
+#               write_owned() and RDMA-written from where the application built them, read in
+#               place with peek()/consume() -- no payload copy on either side; default
+#               options -- one conduit mode, "zc", instead of --modes)
 #
 # Conventions.  MB = 2^20 bytes for conduit-bench and perftest alike.  ib_send_lat reports
 # half the round trip (its t_typical is the median of RTT/2); conduit-bench's pingpong
@@ -37,7 +44,8 @@
 #   --reps N        repetitions per tool and cell [CONDUIT_BENCH_REPS, 3]
 #   --seconds S     measuring time of each bandwidth run [CONDUIT_BENCH_SECONDS, 2]
 #   --lat-iters N   round trips per latency run [CONDUIT_BENCH_LAT_ITERS, 2000]
-#   --cells "C ..." subset of bw_64K bw_1M lat_64 tput_64K owned_1M [CONDUIT_BENCH_CELLS, all]
+#   --cells "C ..." subset of bw_64K bw_1M lat_64 tput_64K owned_1M zc_64K zc_1M zc_tput_64K
+#                   [CONDUIT_BENCH_CELLS, all]
 #   --modes "M ..." conduit protocol modes, from none (baseline), ring, solicited, both
 #                   [CONDUIT_BENCH_MODES, "none ring solicited both"]
 #   --url-options Q extra rdma:// options for conduit-bench, e.g. "flush_bytes=262144"
@@ -63,7 +71,7 @@ source "$REPO/bench/lib.sh"
 reps=${CONDUIT_BENCH_REPS:-3}
 seconds=${CONDUIT_BENCH_SECONDS:-2}
 lat_iters=${CONDUIT_BENCH_LAT_ITERS:-2000}
-cells=${CONDUIT_BENCH_CELLS:-"bw_64K bw_1M lat_64 tput_64K owned_1M"}
+cells=${CONDUIT_BENCH_CELLS:-"bw_64K bw_1M lat_64 tput_64K owned_1M zc_64K zc_1M zc_tput_64K"}
 url_options=${CONDUIT_BENCH_URL_OPTIONS:-}
 modes=${CONDUIT_BENCH_MODES:-"none ring solicited both"}
 results_root=${CONDUIT_BENCH_RESULTS:-$REPO/bench/results}
@@ -87,7 +95,7 @@ for v in reps seconds lat_iters; do
 done
 for c in $cells; do
 	case $c in
-	bw_64K | bw_1M | lat_64 | tput_64K | owned_1M) ;;
+	bw_64K | bw_1M | lat_64 | tput_64K | owned_1M | zc_64K | zc_1M | zc_tput_64K) ;;
 	*) die "unknown cell $c" ;;
 	esac
 done
@@ -145,8 +153,8 @@ features_of() { case $1 in none) echo none ;; ring) echo 1 ;; solicited) echo 2 
 run_conduit() { # cell file mode
 	local test=stream size field args features
 	case $1 in
-	bw_64K | tput_64K) size=65536 ;;
-	bw_1M | owned_1M) size=1048576 ;;
+	bw_64K | tput_64K | zc_64K | zc_tput_64K) size=65536 ;;
+	bw_1M | owned_1M | zc_1M) size=1048576 ;;
 	lat_64) test=pingpong size=64 ;;
 	esac
 	if [[ $test == stream ]]; then
@@ -159,6 +167,10 @@ run_conduit() { # cell file mode
 		args+=(--owned)
 		features="all&scope=shared"
 		[[ $3 == inband ]] && features+="&rendezvous_min=0"
+	fi
+	if [[ $1 == zc_* ]]; then
+		args+=(--owned --peek)
+		features=all # the default options
 	fi
 	timeout -k 5 120 "$bench" stream --loopback "${url}features=$features" -t "$test" -s "$size" "${args[@]}" -w 0.2 --timeout 20 \
 		--json --no-progress >"$2" 2>"$2.err" || return 0
@@ -184,8 +196,8 @@ run_conduit() { # cell file mode
 run_perftest() { # cell file
 	local bin args col srv
 	case $1 in
-	bw_64K) bin=ib_write_bw args=(-s 65536 -D "$seconds") col=4 ;;
-	bw_1M) bin=ib_write_bw args=(-s 1048576 -n $((seconds * 48))) col=4 ;; # -D counts nothing > 256K on rxe
+	bw_64K | zc_64K) bin=ib_write_bw args=(-s 65536 -D "$seconds") col=4 ;;
+	bw_1M | zc_1M) bin=ib_write_bw args=(-s 1048576 -n $((seconds * 48))) col=4 ;; # -D counts nothing > 256K on rxe
 	lat_64) bin=ib_send_lat args=(-s 64 -n "$lat_iters") col=5 ;;
 	owned_1M) bin=ib_read_bw args=(-s 1048576 -n $((seconds * 48))) col=4 ;;
 	esac
@@ -214,7 +226,7 @@ run_rstream() { # cell file
 	awk -v g="$gb" 'BEGIN { printf "%.2f\n", g * 1e9 / 8 / 1048576 }'
 }
 
-peer_of() { case $1 in owned_*) echo ib_read_bw ;; bw_*) echo ib_write_bw ;; lat_*) echo ib_send_lat ;; tput_*) echo rstream ;; esac; }
+peer_of() { case $1 in owned_*) echo ib_read_bw ;; zc_tput_* | tput_*) echo rstream ;; zc_* | bw_*) echo ib_write_bw ;; lat_*) echo ib_send_lat ;; esac; }
 
 run_one() { # cell tool rep
 	local f=$out/raw/$1-$2-$3.out v
@@ -235,6 +247,7 @@ for cell in $cells; do
 		if ((rep % 2 == 0)); then run_one "$cell" "$peer" "$rep"; fi
 		cell_modes=$modes
 		[[ $cell == owned_1M ]] && cell_modes="rv inband"
+		[[ $cell == zc_* ]] && cell_modes="zc"
 		for m in $cell_modes; do run_one "$cell" "conduit-$m" "$rep"; done
 		if ((rep % 2 == 1)); then run_one "$cell" "$peer" "$rep"; fi
 	done
@@ -246,6 +259,11 @@ sort -t, -k1,1 -k2,2 "$samples" | awk -F, -v elapsed="$elapsed" -v out="$out" -v
 	NR == 1 && $1 == "cell" { next }
 	$4 != "nan" { vals[$1 "," $2] = vals[$1 "," $2] " " $4 }
 	{ cells[$1] = 1 }
+	function range(s,    a, n, i, lo, hi) {
+		n = split(s, a, " "); lo = hi = "nan"
+		for (i = 1; i <= n; i++) { if (lo == "nan" || a[i] + 0 < lo + 0) lo = a[i]; if (hi == "nan" || a[i] + 0 > hi + 0) hi = a[i] }
+		return lo ".." hi
+	}
 	function median(s,    a, n, i, j, t) {
 		n = split(s, a, " ")
 		if (n == 0) return "nan"
@@ -256,7 +274,7 @@ sort -t, -k1,1 -k2,2 "$samples" | awk -F, -v elapsed="$elapsed" -v out="$out" -v
 		order["bw_64K"] = 1; order["bw_1M"] = 2; order["lat_64"] = 3; order["tput_64K"] = 4
 		nm = split(modes, mode, " ")
 		printf "\n| cell | mode | conduit-bench | peer | peer value | ratio | target | |\n|---|---|---|---|---|---|---|---|\n"
-		for (k = 1; k <= 4; k++) for (c in cells) if (order[c] == k && c != "owned_1M") for (j = 1; j <= nm; j++) {
+		for (k = 1; k <= 4; k++) for (c in cells) if (order[c] == k) for (j = 1; j <= nm; j++) {
 			peer = c ~ /^bw/ ? "ib_write_bw" : c ~ /^lat/ ? "ib_send_lat" : "rstream"
 			unit = c ~ /^lat/ ? " us" : " MB/s"
 			m1 = median(vals[c ",conduit-" mode[j]]); m2 = median(vals[c "," peer])
@@ -265,6 +283,17 @@ sort -t, -k1,1 -k2,2 "$samples" | awk -F, -v elapsed="$elapsed" -v out="$out" -v
 			else if (c ~ /^lat/) { tgt = "<= 1.30"; ok = ratio != "nan" && ratio <= 1.3 }
 			else { tgt = ">= 1.00"; ok = ratio != "nan" && ratio >= 1.0 }
 			printf "| %s | %s | %s%s | %s | %s%s | %s | %s | %s |\n", c, mode[j], m1, unit, peer, m2, unit, ratio, tgt, ok ? "PASS" : "MISS"
+		}
+		zorder["zc_64K"] = 1; zorder["zc_1M"] = 2; zorder["zc_tput_64K"] = 3
+		header = 0
+		for (k = 1; k <= 3; k++) for (c in cells) if (zorder[c] == k) {
+			if (!header++) printf "\n| zero-copy cell (write_owned, default options) | conduit-bench | min..max | peer | peer value | min..max | ratio | target | |\n|---|---|---|---|---|---|---|---|---|\n"
+			peer = c ~ /^zc_tput/ ? "rstream" : "ib_write_bw"
+			m1 = median(vals[c ",conduit-zc"]); m2 = median(vals[c "," peer])
+			ratio = (m1 == "nan" || m2 == "nan" || m2 == 0) ? "nan" : sprintf("%.2f", m1 / m2)
+			want = c ~ /^zc_tput/ ? 1.0 : 0.95
+			ok = ratio != "nan" && ratio + 0 >= want
+			printf "| %s | %s MB/s | %s | %s | %s MB/s | %s | %s | >= %.2f | %s |\n", c, m1, range(vals[c ",conduit-zc"]), peer, m2, range(vals[c "," peer]), ratio, want, ok ? "PASS" : "MISS"
 		}
 		if ("owned_1M" in cells) {
 			printf "\n| owned 1 MiB writes | median MB/s | min..max | vs ib_read_bw |\n|---|---|---|---|\n"
