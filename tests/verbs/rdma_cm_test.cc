@@ -117,6 +117,15 @@ int run_server(const std::string& addr, int report_fd, bool reject, bool adopt =
   return 0;
 }
 
+// Resolves `dst` on `id`: the address, then the route, each event awaited (and owned by `id`).
+Status resolve(const std::shared_ptr<EventChannel>& ch, CmId& id, const SocketAddress& dst) {
+  CONDUIT_RETURN_IF_ERROR(id.resolve_addr(dst, 2000));
+  CONDUIT_ASSIGN_OR_RETURN(CmEvent addr, CmId::expect_event(ch, RDMA_CM_EVENT_ADDR_RESOLVED, kTimeoutMs));
+  if (addr.owner != &id) return Status(Code::kInternal, "ADDR_RESOLVED names another id");
+  CONDUIT_RETURN_IF_ERROR(id.resolve_route(2000));
+  return CmId::expect_event(ch, RDMA_CM_EVENT_ROUTE_RESOLVED, kTimeoutMs).status();
+}
+
 class RdmaCm : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -140,11 +149,7 @@ TEST_F(RdmaCm, ConnectAcceptExchangeDisconnectAcrossProcesses) {
   ASSERT_OK_AND_ASSIGN(auto ch, EventChannel::create());
   ASSERT_OK_AND_ASSIGN(auto id, CmId::create(ch));
   ASSERT_OK_AND_ASSIGN(SocketAddress dst, SocketAddress::resolve(addr, static_cast<uint16_t>(port)));
-  ASSERT_OK(id->resolve_addr(dst, 2000));
-  ASSERT_OK_AND_ASSIGN(CmEvent e1, CmId::expect_event(ch, RDMA_CM_EVENT_ADDR_RESOLVED, kTimeoutMs));
-  EXPECT_EQ(e1.owner, id.get());
-  ASSERT_OK(id->resolve_route(2000));
-  ASSERT_OK_AND_ASSIGN(CmEvent e2, CmId::expect_event(ch, RDMA_CM_EVENT_ROUTE_RESOLVED, kTimeoutMs));
+  ASSERT_OK(resolve(ch, *id, dst));
   Side side;
   ASSERT_OK(side.init(*id));
   ASSERT_EQ(id->qp()->state(), QpState::kInit) << "rdma_create_qp leaves the QP in INIT";
@@ -179,10 +184,7 @@ TEST_F(RdmaCm, AQpMadeAheadAndAdoptedConnectsAsItsOwn) {
   ASSERT_OK_AND_ASSIGN(auto ch, EventChannel::create());
   ASSERT_OK_AND_ASSIGN(auto id, CmId::create(ch));
   ASSERT_OK_AND_ASSIGN(SocketAddress dst, SocketAddress::resolve(addr, static_cast<uint16_t>(port)));
-  ASSERT_OK(id->resolve_addr(dst, 2000));
-  ASSERT_OK_AND_ASSIGN(CmEvent e1, CmId::expect_event(ch, RDMA_CM_EVENT_ADDR_RESOLVED, kTimeoutMs));
-  ASSERT_OK(id->resolve_route(2000));
-  ASSERT_OK_AND_ASSIGN(CmEvent e2, CmId::expect_event(ch, RDMA_CM_EVENT_ROUTE_RESOLVED, kTimeoutMs));
+  ASSERT_OK(resolve(ch, *id, dst));
   Side side;
   ASSERT_OK(side.init(*id, /*adopt=*/true));
   ASSERT_EQ(id->qp()->state(), QpState::kInit) << "adopt_qp leaves the QP in INIT, as rdma_create_qp does";
@@ -246,10 +248,7 @@ TEST_F(RdmaCm, RejectionCarriesPrivateDataAndIsAnError) {
   ASSERT_OK_AND_ASSIGN(auto ch, EventChannel::create());
   ASSERT_OK_AND_ASSIGN(auto id, CmId::create(ch));
   ASSERT_OK_AND_ASSIGN(SocketAddress dst, SocketAddress::resolve(addr, static_cast<uint16_t>(port)));
-  ASSERT_OK(id->resolve_addr(dst, 2000));
-  ASSERT_OK_AND_ASSIGN(CmEvent e1, CmId::expect_event(ch, RDMA_CM_EVENT_ADDR_RESOLVED, kTimeoutMs));
-  ASSERT_OK(id->resolve_route(2000));
-  ASSERT_OK_AND_ASSIGN(CmEvent e2, CmId::expect_event(ch, RDMA_CM_EVENT_ROUTE_RESOLVED, kTimeoutMs));
+  ASSERT_OK(resolve(ch, *id, dst));
   Side side;
   ASSERT_OK(side.init(*id));
   ASSERT_OK(id->connect(bytes("hello")));
@@ -265,10 +264,7 @@ TEST_F(RdmaCm, NobodyListeningEndsInAnErrorNotAHang) {
   ASSERT_OK_AND_ASSIGN(auto ch, EventChannel::create());
   ASSERT_OK_AND_ASSIGN(auto id, CmId::create(ch));
   ASSERT_OK_AND_ASSIGN(SocketAddress dst, SocketAddress::resolve(addr, 1));  // nothing on port 1
-  ASSERT_OK(id->resolve_addr(dst, 2000));
-  ASSERT_OK_AND_ASSIGN(CmEvent e1, CmId::expect_event(ch, RDMA_CM_EVENT_ADDR_RESOLVED, kTimeoutMs));
-  ASSERT_OK(id->resolve_route(2000));
-  ASSERT_OK_AND_ASSIGN(CmEvent e2, CmId::expect_event(ch, RDMA_CM_EVENT_ROUTE_RESOLVED, kTimeoutMs));
+  ASSERT_OK(resolve(ch, *id, dst));
   Side side;
   ASSERT_OK(side.init(*id));
   ASSERT_OK(id->connect());
