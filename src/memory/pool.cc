@@ -117,6 +117,8 @@ Result<std::shared_ptr<BlockPool>> BlockPool::create(PoolOptions o) {
   if (o.region_bytes < 4096 || o.region_bytes % 4096 != 0)
     return Status(Code::kInvalidArgument, "memory pool: region_bytes must be a positive multiple of 4096");
   if (o.cap_bytes < o.region_bytes) return Status(Code::kInvalidArgument, "memory pool: cap_bytes below one region");
+  if (o.solo_bytes % 4096 != 0)
+    return Status(Code::kInvalidArgument, "memory pool: solo_bytes must be 0 or a multiple of 4096");
   // The deleter does not delete while blocks are out (orphan()): a slice may outlive every
   // shared_ptr to its pool, and the last one released then deletes it.
   std::shared_ptr<BlockPool> p(new BlockPool(std::move(o)), [](BlockPool* b) { b->orphan(); });
@@ -493,7 +495,9 @@ bool BlockPool::cache_block(Storage* s, size_t cls) {
 }
 
 size_t BlockPool::region_bytes_for(int cls, size_t bytes) const {
-  return cls >= 0 ? round_up(std::max(options_.region_bytes, bytes), options_.region_bytes) : round_up(bytes, kHuge);
+  if (cls < 0) return round_up(bytes, kHuge);
+  if (options_.solo_bytes != 0 && bytes >= options_.solo_bytes) return round_up(bytes, 4096);  // one block
+  return round_up(std::max(options_.region_bytes, bytes), options_.region_bytes);
 }
 
 bool BlockPool::region_free(const Region& r) const {

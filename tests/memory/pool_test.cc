@@ -196,6 +196,43 @@ TEST(BlockPool, LargeBlocksGetTheirOwnRegionAndAreDeregisteredOnRelease) {
   EXPECT_EQ(make_pool(o)->allocate(5 << 20).status().code(), Code::kInvalidArgument) << "larger than the cap";
 }
 
+// From solo_bytes up a class's region is exactly one block, so a block's keys open that
+// block and nothing else; smaller classes still share 2 MiB regions.
+TEST(BlockPool, SoloClassesGetARegionPerBlock) {
+  PoolOptions o;
+  o.solo_bytes = 256 << 10;
+  auto pool = make_pool(o);
+  auto reg = std::make_shared<RecordingRegistrar>();
+  ASSERT_TRUE(pool->add_registrar(reg).ok());
+  auto a = pool->allocate(1 << 20);
+  auto b = pool->allocate(1 << 20);
+  auto c = pool->allocate(300 << 10);  // the 512 KiB class
+  auto d = pool->allocate(128 << 10);  // below solo_bytes: a 2 MiB region of 16 blocks
+  auto e = pool->allocate(128 << 10);
+  ASSERT_TRUE(a.ok() && b.ok() && c.ok() && d.ok() && e.ok());
+  for (const Slice* s : {&*a, &*b, &*c}) {
+    EXPECT_EQ(reg->length_of(s->keys(0).lkey), s->capacity()) << "a solo block's registration is the block";
+    EXPECT_TRUE(reg->covers(s->keys(0).lkey, s->data(), s->capacity()));
+  }
+  EXPECT_NE(a->keys(0).lkey, b->keys(0).lkey);
+  EXPECT_EQ(c->capacity(), 512u << 10);
+  EXPECT_EQ(d->keys(0).lkey, e->keys(0).lkey) << "classes below solo_bytes share regions";
+  EXPECT_EQ(reg->length_of(d->keys(0).lkey), 2u << 20);
+  PoolStats st = pool->stats();
+  EXPECT_EQ(st.regions, 4u);
+  EXPECT_EQ(st.bytes_mapped, (2u << 20) + (512u << 10) + (2u << 20));
+  // A freed solo block is reused, not registered again.
+  const uint64_t before = reg->registrations();
+  const uint32_t key = a->keys(0).lkey;
+  { Slice gone = std::move(*a); }
+  auto again = pool->allocate(1 << 20);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(reg->registrations(), before);
+  EXPECT_EQ(again->keys(0).lkey, key);
+  o.solo_bytes = 1000;
+  EXPECT_EQ(BlockPool::create(o).status().code(), Code::kInvalidArgument) << "solo_bytes not a multiple of 4096";
+}
+
 TEST(BlockPool, RegistrarsAddedLaterCoverExistingBlocksAndFailuresUndo) {
   auto pool = make_pool();
   auto a = pool->allocate(100);

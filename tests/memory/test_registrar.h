@@ -50,6 +50,12 @@ class RecordingRegistrar final : public Registrar {
     std::lock_guard<std::mutex> lock(mu_);
     return registrations_;
   }
+  // The length of the live registration with this lkey (0: none).
+  size_t length_of(uint32_t lkey) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = live_.find(lkey);
+    return it == live_.end() ? 0 : it->second.second;
+  }
   // Whether [addr, addr+len) lies inside the live registration with this lkey.
   bool covers(uint32_t lkey, const void* addr, size_t len) const {
     std::lock_guard<std::mutex> lock(mu_);

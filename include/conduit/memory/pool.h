@@ -3,7 +3,8 @@
 // was registered once, never per operation.
 //
 // Memory is mapped in regions (2 MiB, on hugepages when the system has them, plain pages
-// with transparent-hugepage advice otherwise), each holding blocks of one size class; every
+// with transparent-hugepage advice otherwise), each holding blocks of one size class (or,
+// from PoolOptions::solo_bytes up, exactly one block); every
 // region is registered once with every registrar the pool was given (a registrar per
 // device/protection domain).  Blocks larger than the largest class get a region of their
 // own, registered when allocated and deregistered when freed (register-per-operation,
@@ -43,6 +44,11 @@ struct PoolOptions {
   // among them; the rdma transport's default 1 MiB receive buffer is one block).
   std::vector<size_t> classes = {4096, 8192, 16384, 32768, 65536, 131072, 262144, 524288, 1 << 20, 2 << 20, 4 << 20};
   size_t region_bytes = 2 << 20;  // mapping and registration unit (at least the class size)
+  // Classes of at least this many bytes get a region of exactly one block, so a block's
+  // registration covers that block and nothing else (what a transport needs to hand a peer
+  // a key for one block where keys are bounded only by their region, as rxe's memory
+  // windows are).  0: none; otherwise a multiple of 4096.  Costs one registration per block.
+  size_t solo_bytes = 0;
   size_t cap_bytes = size_t{1} << 30;  // all regions together; beyond it allocate() would-blocks
   bool hugepages = true;               // try MAP_HUGETLB first
   size_t thread_cache_bytes = 1 << 20;  // per thread and class (at least 2 blocks; 0: no cache)
