@@ -130,13 +130,13 @@ std::vector<uint8_t> run_plan(reactor::EventLoop& loop, Connection& from, Connec
   return got;
 }
 
-// Both ways, with the memory window scope (only whole-region blocks are offered on rxe:
-// 2 MiB and 16 MiB) and scope=shared (every slice from rendezvous_min up).
+// Both ways, with the memory window scope (only whole-region blocks are offered on rxe: the
+// arena's blocks of 256 KiB and more are each a region) and scope=shared (every slice from
+// rendezvous_min up).
 TEST_F(RdmaRendezvous, OwnedWritesReadByteForByteBothWaysInOrder) {
   const std::vector<size_t> sizes = {256 << 10, 1 << 20, 2 << 20, 16 << 20, 300 << 10, 2 << 20};
   for (const char* opts : {"?scope=shared", ""}) {
     SCOPED_TRACE(std::string("options '") + opts + "'");
-    const bool shared = std::string(opts).find("shared") != std::string::npos;
     auto p = make_pair(addr_, opts, opts);
     ASSERT_TRUE(p.ok()) << p.status().to_string();
     Pair& pair = **p;
@@ -152,9 +152,8 @@ TEST_F(RdmaRendezvous, OwnedWritesReadByteForByteBothWaysInOrder) {
     for (Connection* from : {pair.client.get(), pair.server.get()}) {
       Connection* to = from == pair.client.get() ? pair.server.get() : pair.client.get();
       const ConnStats w0 = from->stats(), r0 = to->stats();
-      // What is offered: every slice >= 256 KiB with scope=shared, the whole-region blocks
-      // (>= 2 MiB) with scope=mw.
-      Plan plan = make_plan(*pool, sizes, shared ? 256 << 10 : 2 << 20, seed++);
+      // What is offered: every slice >= 256 KiB, with either scope.
+      Plan plan = make_plan(*pool, sizes, 256 << 10, seed++);
       const auto got = run_plan(*pair.loop, *from, *to, plan);
       ASSERT_EQ(got.size(), plan.expect.size()) << to->error().to_string();
       EXPECT_TRUE(got == plan.expect) << "rendezvous bytes differ or are out of order";
@@ -323,12 +322,11 @@ struct Sink {
 TEST_F(RdmaRendezvous, CloseWithOffersUnreadDeliversThemThenEof) {
   for (const char* opts : {"?scope=shared", ""}) {
     SCOPED_TRACE(std::string("options '") + opts + "'");
-    const bool shared = std::string(opts).find("shared") != std::string::npos;
     auto made = TwoLoops::make(addr_, opts, opts);
     ASSERT_TRUE(made.ok()) << made.status().to_string();
     TwoLoops& t = **made;
     Connection& r = *t.server;
-    Plan plan = make_plan(*t.client->pool(), {2 << 20, 2 << 20}, shared ? 256 << 10 : 2 << 20, 7);
+    Plan plan = make_plan(*t.client->pool(), {2 << 20, 2 << 20}, 256 << 10, 7);
     write_all(*t.wl, *t.client, plan);
     EXPECT_EQ(t.client->stats().rendezvous_offers, 2u);
     t.client.reset();  // close() with both offers outstanding

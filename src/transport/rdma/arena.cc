@@ -72,6 +72,10 @@ Result<std::unique_ptr<Arena>> Arena::create(std::shared_ptr<ProtectionDomain> p
   memory::PoolOptions o;
   o.name = "arena";
   o.cap_bytes = cap_bytes;
+  // rxe bounds a window key only by its region (tests/verbs/rdma_mw_test.cc), so a block is
+  // offered for the READ rendezvous under scope=mw only when it is its region: from the
+  // default rendezvous_min (256 KiB) up, every block gets a region of its own.
+  if (a->has_mw) o.solo_bytes = kSoloBytes;
   CONDUIT_ASSIGN_OR_RETURN(a->pool, make_pool(pd, o, a->has_mw ? Access::kLocalWrite | Access::kMwBind : Access::kLocalWrite,
                                               &a->pool_registrar));
   if (a->has_mw) {

@@ -73,7 +73,10 @@ struct Arena {
 
   std::shared_ptr<verbs::ProtectionDomain> pd;
   bool has_mw = false;  // the device offers type-2B memory windows
-  std::shared_ptr<memory::BlockPool> pool;      // local access (domain 0)
+  // local access (domain 0).  With windows, blocks of kSoloBytes and more are each a region
+  // of their own (PoolOptions::solo_bytes), so the rendezvous may offer them under scope=mw.
+  std::shared_ptr<memory::BlockPool> pool;
+  static constexpr size_t kSoloBytes = 256 << 10;  // the default rendezvous_min
   std::shared_ptr<memory::BlockPool> rx_mw;     // receive areas for scope=mw (local + MW_BIND)
   std::shared_ptr<memory::BlockPool> rx_shared; // receive areas for scope=shared (remote write); on first use
   std::shared_ptr<VerbsRegistrar> rx_mw_registrar;

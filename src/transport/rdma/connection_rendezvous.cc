@@ -75,8 +75,9 @@ Result<bool> RdmaConnection::offer(const memory::Slice& s) {
   MemoryRegion* mr = arena_->pool_registrar->find(s.keys(Arena::kDomain).lkey);
   if (mr == nullptr) return false;
   // rxe (Linux 6.1) bounds a window key only by its region (tests/verbs/rdma_mw_test.cc):
-  // with scope=mw a slice is offered only when its block is the whole region, so the key
-  // opens nothing but memory this write handed over.  scope=shared is a trust boundary.
+  // with scope=mw a slice is offered only when its block is the whole region (the arena's
+  // blocks of Arena::kSoloBytes and more are), so the key opens nothing but memory this
+  // write handed over.  scope=shared is a trust boundary.
   if (scope_ != Scope::kShared && mr->size() != s.capacity()) return false;
   SignalTracker& t = *res_->tracker;
   if (rv_slots_->outstanding() >= rv_slots_->limit()) {

@@ -68,8 +68,9 @@ constexpr Row kRows[] = {
                    "`write_owned`: a slice of `pool()` at least this large is not written into the peer's ring but "
                    "offered, and the peer RDMA-READs it into its own pool (the rendezvous extension, bit 2: no "
                    "staging copy on either side, no ring space). With `scope=mw` on a device whose windows are "
-                   "bounded only by their region (rxe) only slices whose block fills its region (>= 2 MiB) are "
-                   "offered; `scope=shared` offers any. At the limit of outstanding offers a slice goes in-band. "
+                   "bounded only by their region (rxe) only slices whose block fills its region are offered: the "
+                   "pool's blocks of 256 KiB and more are each a region, so below 256K this option offers nothing "
+                   "more; `scope=shared` offers any. At the limit of outstanding offers a slice goes in-band. "
                    "0 = off (bit 2 not offered)"),
     Row::custom_row("features", "all", parse_features, "`all`, `none`, mask",
                     "extensions to offer: bit 0 ring, bit 1 solicited, bit 2 rendezvous, bit 3 half-close (PROTOCOL.md); "
