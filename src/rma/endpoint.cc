@@ -52,6 +52,13 @@ constexpr OptionRow kOptions[] = {
      "long a peer's packet waits when the other side recovers its queue pair second",
      1, 31, false, [](EndpointOptions& o, uint64_t v) { o.timeout = static_cast<uint8_t>(v); },
      [](const EndpointOptions& o) -> uint64_t { return o.timeout; }},
+    {"windows", "1", "0–1",
+     "rdma: 1 = an exposure's key is a type-2 memory window bound to this endpoint's queue pair where the device "
+     "has windows (revoke invalidates it); 0 = the exposure's own memory region carries the rights and revoke "
+     "deregisters it, the path of devices without windows. Either way the key opens exactly the exposure and works "
+     "only from this endpoint's peer (the endpoint's protection domain is its own). tcp/shm: ignored",
+     0, 1, false, [](EndpointOptions& o, uint64_t v) { o.windows = v != 0; },
+     [](const EndpointOptions& o) -> uint64_t { return o.windows ? 1 : 0; }},
 };
 
 struct Parsed {

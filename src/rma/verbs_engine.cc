@@ -188,6 +188,7 @@ class VerbsEngine final : public Engine {
       CONDUIT_RETURN_IF_ERROR(control_status_);
       n->mw->bound(rkey);
       e.key = rkey;
+      ++stats_.window_keys;
     } else {
       CONDUIT_ASSIGN_OR_RETURN(n->mr, MemoryRegion::register_memory(pd_, addr, e.length,
                                                                     Access::kLocalWrite | static_cast<Access>(access)));
@@ -283,7 +284,7 @@ class VerbsEngine final : public Engine {
   Status setup_qp() {
     ctx_ = id_->context();
     if (!ctx_) return Status(Code::kUnavailable, "rma rdma: the cm id has no device");
-    has_mw_ = (ctx_->attr().device_cap_flags & IBV_DEVICE_MEM_WINDOW_TYPE_2B) != 0;
+    has_mw_ = options_.windows && (ctx_->attr().device_cap_flags & IBV_DEVICE_MEM_WINDOW_TYPE_2B) != 0;
     CONDUIT_ASSIGN_OR_RETURN(pd_, ProtectionDomain::create(ctx_));
     CONDUIT_ASSIGN_OR_RETURN(cq_channel_, CompletionChannel::create(ctx_));
     const uint32_t depth = options_.depth;

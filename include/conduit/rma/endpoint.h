@@ -90,6 +90,7 @@ struct EndpointOptions {
   uint64_t busy_poll_us = 0;      // rdma: poll the CQ this long after the last post/completion; 0 = events
   uint64_t local_cache = uint64_t{256} << 20;  // rdma: registered bytes of local operands kept for reuse
   uint8_t timeout = 17;           // rdma: local ACK timeout exponent (4.096 us * 2^timeout per retransmission)
+  bool windows = true;            // rdma: expose through memory windows where the device has them
 };
 
 enum class EndpointState : uint8_t { kConnecting, kConnected, kClosed, kError };
@@ -104,6 +105,7 @@ struct EndpointStats {
   uint64_t served = 0;            // peer requests this side served (tcp/shm emulation)
   uint64_t refused = 0;           // peer requests this side refused (remote access errors)
   uint64_t exposed = 0;           // regions exposed now
+  uint64_t window_keys = 0;       // rdma: exposures so far whose key is a memory window (windows=1 on a device with them)
   uint64_t cq_wakeups = 0;        // rdma: completion-channel events that woke the endpoint
   uint64_t polled = 0;            // rdma: completions found by busy polling (no event)
   uint64_t recoveries = 0;        // rdma: queue pair failures recovered in place (remote access errors)
