@@ -101,5 +101,31 @@ TEST(RdmaHandshakes, InProgressAreBoundedAndTimedOut) {
   EXPECT_EQ(accepted.size(), 1u);
 }
 
+// A peer whose rdma_cm takes the connect request and never answers it (a raw listener that
+// neither accepts nor rejects): the client's connect_timeout_ms ends it, and the error says
+// where the connect stood -- the request sent, no reply -- not only that it timed out.
+TEST(RdmaHandshakes, AConnectTimeoutSaysWhereItStood) {
+  CONDUIT_OPEN_DEVICE_OR_SKIP(ctx);
+  (void)ctx;
+  CONDUIT_REQUIRE_ADDR_OR_SKIP(addr);
+  auto ch = verbs::EventChannel::create();
+  ASSERT_TRUE(ch.ok()) << ch.status().to_string();
+  auto silent = verbs::CmId::create(*ch);
+  ASSERT_TRUE(silent.ok()) << silent.status().to_string();
+  auto any = verbs::SocketAddress::resolve(addr, 0);
+  ASSERT_TRUE(any.ok());
+  ASSERT_TRUE((*silent)->bind(*any).ok());
+  ASSERT_TRUE((*silent)->listen(4).ok());
+  const std::string where = (*silent)->local_address().to_string();
+  auto loop = reactor::EventLoop::create();
+  ASSERT_TRUE(loop.ok());
+  Status st = Status(Code::kInProgress, "");
+  auto client = connect(**loop, "rdma://" + where + "?connect_timeout_ms=1500", [&](Connection&, Status s) { st = s; });
+  ASSERT_TRUE(client.ok()) << client.status().to_string();
+  ASSERT_TRUE(run_until(**loop, [&] { return !st.in_progress(); }, 10000));
+  EXPECT_EQ(st.code(), Code::kTimedOut) << st.to_string();
+  EXPECT_NE(st.to_string().find("waiting for the peer's reply"), std::string::npos) << st.to_string();
+}
+
 }  // namespace
 }  // namespace conduit::transport

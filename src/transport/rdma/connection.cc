@@ -26,7 +26,8 @@ constexpr uint32_t kCtrlSendSlots = 16;
 
 std::string_view phase_name(Phase p) {
   switch (p) {
-    case Phase::kResolving: return "resolving";
+    case Phase::kResolvingAddress: return "resolving-address";
+    case Phase::kResolvingRoute: return "resolving-route";
     case Phase::kConnecting: return "connecting";
     case Phase::kAccepting: return "accepting";
     case Phase::kAwaitingBuffer: return "awaiting-buffer";
@@ -38,9 +39,23 @@ std::string_view phase_name(Phase p) {
   return "?";
 }
 
+namespace {
+// Where a client's connect stood when its time ran out, for the error.
+std::string connect_step(Phase p) {
+  switch (p) {
+    case Phase::kResolvingAddress: return "resolving the address (rdma_resolve_addr: no device or neighbour for it)";
+    case Phase::kResolvingRoute: return "resolving the route (rdma_resolve_route)";
+    case Phase::kConnecting: return "waiting for the peer's reply (connect request sent: is it listening, is the path up?)";
+    case Phase::kAwaitingBuffer: return "waiting for the peer's RegisterXferMemory (connected)";
+    default: return "in phase " + std::string(phase_name(p));
+  }
+}
+}  // namespace
+
 ConnState RdmaConnection::state() const {
   switch (phase_) {
-    case Phase::kResolving:
+    case Phase::kResolvingAddress:
+    case Phase::kResolvingRoute:
     case Phase::kConnecting:
     case Phase::kAwaitingBuffer:
       return ConnState::kConnecting;
@@ -111,7 +126,7 @@ Result<std::unique_ptr<RdmaConnection>> RdmaConnection::start_connect(EventLoop&
   CONDUIT_ASSIGN_OR_RETURN(auto hp, ep.host_port());
   CONDUIT_ASSIGN_OR_RETURN(SocketAddress dst, SocketAddress::resolve(hp.first, hp.second));
   CONDUIT_ASSIGN_OR_RETURN(LoopContext * ctx, LoopContext::acquire(loop));
-  std::unique_ptr<RdmaConnection> c(new RdmaConnection(ctx, o, Phase::kResolving, /*client=*/true));
+  std::unique_ptr<RdmaConnection> c(new RdmaConnection(ctx, o, Phase::kResolvingAddress, /*client=*/true));
   c->peer_ = dst.to_string();
   c->on_connect_ = std::move(cb);
   c->res_ = std::make_unique<QpResources>();
@@ -122,7 +137,8 @@ Result<std::unique_ptr<RdmaConnection>> RdmaConnection::start_connect(EventLoop&
   c->connect_timer_ = loop.run_after(o.connect_timeout_ms * kMs, [raw] {
     raw->connect_timer_ = 0;
     raw->finish_connect(Status(Code::kTimedOut, "rdma connect to " + raw->peer_ + " timed out after " +
-                                                    std::to_string(raw->options_.connect_timeout_ms) + " ms"));
+                                                    std::to_string(raw->options_.connect_timeout_ms) + " ms " +
+                                                    connect_step(raw->phase_)));
   });
   return c;
 }
@@ -378,6 +394,7 @@ void RdmaConnection::finish_connect(Status s) {
 void RdmaConnection::on_cm_event(CmEvent& ev) {
   switch (ev.type) {
     case RDMA_CM_EVENT_ADDR_RESOLVED:
+      phase_ = Phase::kResolvingRoute;
       if (Status s = res_->id->resolve_route(static_cast<int>(options_.connect_timeout_ms)); !s.ok()) fail(s);
       return;
     case RDMA_CM_EVENT_ROUTE_RESOLVED: {

@@ -33,7 +33,8 @@ namespace conduit::transport::rdma {
 // Where a connection is in its life: one value instead of a set of flags (rsocket's
 // rs_state, brpc's RdmaEndpoint::State).  The public ConnState is derived from it.
 enum class Phase : uint8_t {
-  kResolving,       // client: address and route resolution
+  kResolvingAddress,  // client: rdma_resolve_addr (the peer's address to a device and neighbour)
+  kResolvingRoute,    // client: rdma_resolve_route
   kConnecting,      // client: rdma_connect sent, waiting for ESTABLISHED
   kAccepting,       // server: rdma_accept sent, waiting for ESTABLISHED
   kAwaitingBuffer,  // client: established, waiting for the peer's first RegisterXferMemory
@@ -123,7 +124,7 @@ class RdmaConnection final : public Connection,
   // Live and the peer still there: we may send.
   bool sending() const { return phase_ == Phase::kAwaitingBuffer || phase_ == Phase::kOpen; }
   bool setting_up() const {
-    return phase_ == Phase::kResolving || phase_ == Phase::kConnecting || phase_ == Phase::kAccepting ||
+    return phase_ == Phase::kResolvingAddress || phase_ == Phase::kResolvingRoute || phase_ == Phase::kConnecting || phase_ == Phase::kAccepting ||
            phase_ == Phase::kAwaitingBuffer;
   }
   // Data to read (within the hold bound), or the end of the stream once all is read.
