@@ -1,6 +1,7 @@
 #include "arena.h"
 
 #include "conduit/base/log.h"
+#include "options.h"
 
 namespace conduit::transport::rdma {
 
@@ -75,6 +76,7 @@ Result<std::unique_ptr<Arena>> Arena::create(std::shared_ptr<ProtectionDomain> p
   // rxe bounds a window key only by its region (tests/verbs/rdma_mw_test.cc), so a block is
   // offered for the READ rendezvous under scope=mw only when it is its region: from the
   // default rendezvous_min (256 KiB) up, every block gets a region of its own.
+  static_assert(kSoloBytes == RdmaOptions{}.rendezvous_min, "solo blocks start at the default rendezvous_min");
   if (a->has_mw) o.solo_bytes = kSoloBytes;
   CONDUIT_ASSIGN_OR_RETURN(a->pool, make_pool(pd, o, a->has_mw ? Access::kLocalWrite | Access::kMwBind : Access::kLocalWrite,
                                               &a->pool_registrar));

@@ -124,8 +124,8 @@ class RdmaConnection final : public Connection,
   // Live and the peer still there: we may send.
   bool sending() const { return phase_ == Phase::kAwaitingBuffer || phase_ == Phase::kOpen; }
   bool setting_up() const {
-    return phase_ == Phase::kResolvingAddress || phase_ == Phase::kResolvingRoute || phase_ == Phase::kConnecting || phase_ == Phase::kAccepting ||
-           phase_ == Phase::kAwaitingBuffer;
+    return phase_ == Phase::kResolvingAddress || phase_ == Phase::kResolvingRoute || phase_ == Phase::kConnecting ||
+           phase_ == Phase::kAccepting || phase_ == Phase::kAwaitingBuffer;
   }
   // Data to read (within the hold bound), or the end of the stream once all is read.
   bool readable() const {
