@@ -232,49 +232,6 @@ const EndpointStats& Endpoint::stats() const { return engine_->stats(); }
 reactor::EventLoop& Endpoint::loop() const { return engine_->loop(); }
 void Endpoint::close() { engine_->close(); }
 
-// --- Op builders ---------------------------------------------------------------------------
-
-Op Op::read(std::span<uint8_t> dst, const Descriptor& r, uint64_t off, OpCallback cb) {
-  Op op;
-  op.kind = OpKind::kRead;
-  op.local = dst;
-  op.remote = r;
-  op.offset = off;
-  op.done = std::move(cb);
-  return op;
-}
-Op Op::write(std::span<const uint8_t> src, const Descriptor& r, uint64_t off, OpCallback cb) {
-  Op op;
-  op.kind = OpKind::kWrite;
-  // Never written through: the span is non-const only so one field serves both directions.
-  op.local = std::span<uint8_t>(const_cast<uint8_t*>(src.data()), src.size());
-  op.remote = r;
-  op.offset = off;
-  op.done = std::move(cb);
-  return op;
-}
-Op Op::write_imm(std::span<const uint8_t> src, const Descriptor& r, uint64_t off, uint32_t imm, OpCallback cb) {
-  Op op = write(src, r, off, std::move(cb));
-  op.kind = OpKind::kWriteImm;
-  op.imm = imm;
-  return op;
-}
-Op Op::fetch_add(const Descriptor& r, uint64_t off, uint64_t add, OpCallback cb) {
-  Op op;
-  op.kind = OpKind::kFetchAdd;
-  op.remote = r;
-  op.offset = off;
-  op.operand = add;
-  op.done = std::move(cb);
-  return op;
-}
-Op Op::compare_swap(const Descriptor& r, uint64_t off, uint64_t compare, uint64_t swap, OpCallback cb) {
-  Op op = fetch_add(r, off, compare, std::move(cb));
-  op.kind = OpKind::kCompareSwap;
-  op.swap = swap;
-  return op;
-}
-
 std::pair<OpCallback, std::future<OpResult>> make_future() {
   auto promise = std::make_shared<std::promise<OpResult>>();
   std::future<OpResult> f = promise->get_future();

@@ -27,17 +27,6 @@ std::string_view endpoint_state_name(EndpointState s) {
   return "?";
 }
 
-Rights rights_needed(OpKind k) {
-  switch (k) {
-    case OpKind::kRead: return Rights::kRead;
-    case OpKind::kWrite:
-    case OpKind::kWriteImm: return Rights::kWrite;
-    case OpKind::kFetchAdd:
-    case OpKind::kCompareSwap: return Rights::kAtomic;
-  }
-  return kAllRights;
-}
-
 static bool is_atomic(OpKind k) { return k == OpKind::kFetchAdd || k == OpKind::kCompareSwap; }
 
 Status check_against(const Descriptor& d, OpKind kind, uint64_t offset, uint64_t length) {
@@ -135,14 +124,15 @@ Status Engine::submit(std::span<Op> ops) {
   for (size_t i = 0; i < ops.size(); ++i) {
     const Op& op = ops[i];
     const uint64_t len = is_atomic(op.kind) ? 8 : op.local.size();
+    if (fits(op.remote, op.kind, op.offset, len) && (is_atomic(op.kind) || len <= options_.max_op)) [[likely]]
+      continue;
+    // It does not fit: say why (the checks again, out of line, with the message).
     Status s = check_against(op.remote, op.kind, op.offset, len);
-    if (s.ok() && !is_atomic(op.kind) && len > options_.max_op)
+    if (s.ok())
       s = Status(Code::kInvalidArgument, std::string(op_kind_name(op.kind)) + ": " + std::to_string(len) +
                                              " bytes is above max_op=" + std::to_string(options_.max_op));
-    if (!s.ok()) {
-      if (ops.size() == 1) return s;
-      return Status(s.code(), "op " + std::to_string(i) + " of the batch: " + std::string(s.message()));
-    }
+    if (ops.size() == 1) return s;
+    return Status(s.code(), "op " + std::to_string(i) + " of the batch: " + std::string(s.message()));
   }
   if (inflight_.size() + ops.size() > options_.depth) {
     if (ops.size() > options_.depth)

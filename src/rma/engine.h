@@ -24,7 +24,16 @@ struct Exposure {
   Descriptor descriptor() const { return {addr, length, key, rights, generation}; }
 };
 
-Rights rights_needed(OpKind k);
+constexpr Rights rights_needed(OpKind k) {
+  switch (k) {
+    case OpKind::kRead: return Rights::kRead;
+    case OpKind::kWrite:
+    case OpKind::kWriteImm: return Rights::kWrite;
+    case OpKind::kFetchAdd:
+    case OpKind::kCompareSwap: return Rights::kAtomic;
+  }
+  return kAllRights;
+}
 
 // Why a peer's request was refused (the emulation's response status, docs/PROTOCOL.md).
 enum class Refusal : uint16_t { kNone = 0, kKey = 1, kRights = 2, kRange = 3, kAlign = 4 };
@@ -33,6 +42,13 @@ Status refusal_status(Refusal r);
 // Where an op lands, relative to a descriptor: checks bounds (overflow-safe), the op's
 // rights and atomic alignment.  OK or kPermissionDenied/kInvalidArgument naming the op.
 Status check_against(const Descriptor& d, OpKind kind, uint64_t offset, uint64_t length);
+// The same checks as a yes/no, inline: submit() runs it for every op and calls
+// check_against() only to say why one does not fit.
+inline bool fits(const Descriptor& d, OpKind kind, uint64_t offset, uint64_t length) {
+  const bool atomic = kind == OpKind::kFetchAdd || kind == OpKind::kCompareSwap;
+  return contains(d.rights, rights_needed(kind)) && length != 0 && offset <= d.length &&
+         length <= d.length - offset && (!atomic || (d.addr + offset) % 8 == 0);
+}
 
 // The ops in flight, oldest first: a ring of `capacity` slots made once (submit() bounds the
 // count by the endpoint's depth), so queueing and completing an op allocate nothing and an

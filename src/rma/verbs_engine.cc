@@ -223,12 +223,11 @@ class VerbsEngine final : public Engine {
     for (size_t i = 0; i < count; ++i) {
       const Op& op = inflight_at(first + i);
       const uint64_t seq = posted_ + i;
-      const size_t slot = seq % options_.depth;
       ibv_sge& sge = sges_[i];
       const bool write = op.kind == OpKind::kWrite || op.kind == OpKind::kWriteImm;
       const bool inlined = write && !op.local.empty() && op.local.size() <= std::min(kInlineMax, qp()->max_inline());
       if (op.kind == OpKind::kFetchAdd || op.kind == OpKind::kCompareSwap) {
-        sge = slots_->sge(slot * 8, 8);
+        sge = slots_->sge(seq % options_.depth * 8, 8);  // the op's word for the old value
       } else if (inlined) {  // copied into the work request at post: no registration
         sge.addr = reinterpret_cast<uintptr_t>(op.local.data());
         sge.length = static_cast<uint32_t>(op.local.size());
@@ -580,12 +579,11 @@ class VerbsEngine final : public Engine {
   }
 
   void complete_op(Status s) {
-    const size_t slot = done_ % options_.depth;
     while (!parked_.empty() && parked_.front().last_seq <= done_) parked_.pop_front();
     uint64_t old = 0;
     const OpKind k = front().kind;
     if (s.ok() && (k == OpKind::kFetchAdd || k == OpKind::kCompareSwap))
-      std::memcpy(&old, slots_->data() + slot * 8, 8);
+      std::memcpy(&old, slots_->data() + done_ % options_.depth * 8, 8);
     ++done_;
     complete_front(std::move(s), old);
   }

@@ -42,11 +42,6 @@ MemoryRegion::~MemoryRegion() {
     CONDUIT_LOG(kError) << "ibv_dereg_mr failed: " << std::strerror(rc);
 }
 
-ibv_sge MemoryRegion::sge(size_t offset, uint32_t len) const {
-  assert(offset + len <= size());
-  return ibv_sge{addr() + offset, len, lkey()};
-}
-
 Result<std::unique_ptr<MemoryWindow>> MemoryWindow::create(std::shared_ptr<ProtectionDomain> pd) {
   if (!pd) return Status(Code::kInvalidArgument, "MemoryWindow::create: null protection domain");
   ibv_mw* mw = ibv_alloc_mw(pd->native_handle(), IBV_MW_TYPE_2);

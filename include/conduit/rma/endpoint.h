@@ -29,6 +29,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "conduit/base/status.h"
 #include "conduit/reactor/event_loop.h"
@@ -65,12 +66,49 @@ struct Op {
   uint64_t swap = 0;       // compare-and-swap: the new value
   OpCallback done;         // may be null (the op still counts against the in-flight bound)
 
-  static Op read(std::span<uint8_t> dst, const Descriptor& r, uint64_t off, OpCallback cb);
-  static Op write(std::span<const uint8_t> src, const Descriptor& r, uint64_t off, OpCallback cb);
+  // Inline: a callback-driven program builds one per op, and a call costs more than the
+  // stores where every call is translated (the qemu guest of the benchmarks).
+  static Op read(std::span<uint8_t> dst, const Descriptor& r, uint64_t off, OpCallback cb) {
+    Op op;
+    op.kind = OpKind::kRead;
+    op.local = dst;
+    op.remote = r;
+    op.offset = off;
+    op.done = std::move(cb);
+    return op;
+  }
+  static Op write(std::span<const uint8_t> src, const Descriptor& r, uint64_t off, OpCallback cb) {
+    Op op;
+    op.kind = OpKind::kWrite;
+    // Never written through: the span is non-const only so one field serves both directions.
+    op.local = std::span<uint8_t>(const_cast<uint8_t*>(src.data()), src.size());
+    op.remote = r;
+    op.offset = off;
+    op.done = std::move(cb);
+    return op;
+  }
   static Op write_imm(std::span<const uint8_t> src, const Descriptor& r, uint64_t off, uint32_t imm,
-                      OpCallback cb);
-  static Op fetch_add(const Descriptor& r, uint64_t off, uint64_t add, OpCallback cb);
-  static Op compare_swap(const Descriptor& r, uint64_t off, uint64_t compare, uint64_t swap, OpCallback cb);
+                      OpCallback cb) {
+    Op op = write(src, r, off, std::move(cb));
+    op.kind = OpKind::kWriteImm;
+    op.imm = imm;
+    return op;
+  }
+  static Op fetch_add(const Descriptor& r, uint64_t off, uint64_t add, OpCallback cb) {
+    Op op;
+    op.kind = OpKind::kFetchAdd;
+    op.remote = r;
+    op.offset = off;
+    op.operand = add;
+    op.done = std::move(cb);
+    return op;
+  }
+  static Op compare_swap(const Descriptor& r, uint64_t off, uint64_t compare, uint64_t swap, OpCallback cb) {
+    Op op = fetch_add(r, off, compare, std::move(cb));
+    op.kind = OpKind::kCompareSwap;
+    op.swap = swap;
+    return op;
+  }
 };
 
 // A callback that fulfils a future: `auto [cb, fut] = make_future();` then submit an op with
