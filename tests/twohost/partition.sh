@@ -81,7 +81,20 @@ say "client: $line"
 stall=$(field "$line" stall_ms)
 # done LINE, STALL: an error that names the retries, seen within 3 s
 failed_on_retries() { [ "$(field "$1" result)" = error ] && le "$2" 3000 && grep -qi 'retry' <<<"$(field "$1" error)"; }
-check "the writer's QP fails with retry exceeded, within budget + a keepalive tick + slack (stall ${stall} ms: $(field "$line" error))" \
+# On a FAIL: the writer's whole output (its log lines carry times) and what each side's rxe
+# counted (retries, timeouts, RNR), to tell a QP that never ran out of retries from an error
+# completion that came second.  (Seen once in about a dozen runs: the writer ended with the
+# server's close after the partition, not with its own retry-exceeded.)
+budget_evidence() {
+	"$G" b output budget 2>&1 | sed 's/^/    b:budget | /'
+	for h in a b; do
+		"$G" "$h" run --timeout 30 -- rdma statistic show link rxe0/1 2>&1 | tr ' ' '\n' | paste - - |
+			grep -E 'retr|timeout|rnr|seq_err|ack' | tr '\n' ' ' | sed "s/^/    $h: rxe0 /"
+		echo
+	done
+}
+check_else budget_evidence \
+	"the writer's QP fails with retry exceeded, within budget + a keepalive tick + slack (stall ${stall} ms: $(field "$line" error))" \
 	failed_on_retries "$line" "$stall"
 sline=$(wait_for a srv-qp '^done id=1 ' 30) || true
 say "server: $sline"
