@@ -17,6 +17,28 @@ cd "$(dirname "$0")/.."
 root=$(pwd)
 jobs=${CONDUIT_JOBS:-$(nproc)}
 
+# phase SHORT [HEADER]: a step starts (its header printed); the end prints each step's time,
+# so a run that outgrows its budget says where the minutes went.
+phase_names=()
+phase_starts=()
+phase() {
+  phase_names+=("$1")
+  phase_starts+=("$SECONDS")
+  echo "== ${2:-$1} =="
+}
+phase_times() {
+  local i end d out=()
+  for ((i = 0; i < ${#phase_names[@]}; i++)); do
+    end=${phase_starts[i + 1]:-$SECONDS}
+    d=$((end - phase_starts[i]))
+    out+=("${phase_names[i]} $((d / 60))m$((d % 60))s")
+  done
+  local joined
+  printf -v joined '%s, ' "${out[@]}"
+  echo "test.sh: time per step: ${joined%, }; all $((SECONDS / 60))m$((SECONDS % 60))s"
+}
+
+phase deps "install dependencies"
 bash scripts/install-deps.sh
 # install-deps.sh installed tclsh and fetched Redis' test suite: kv_redis_suite must run it,
 # a missing one fails instead of skipping.
@@ -31,16 +53,16 @@ configure() {  # configure DIR EXTRA_ARGS...
 # report to name file and line, and -O2 compiles ~30% faster than with full -g (variable
 # tracking) -- the builds are half of this script's time on a 2-core machine.
 g1_release=(-DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG")
-echo "== build (RelWithDebInfo, -Werror) =="
+phase build "build (RelWithDebInfo, -Werror)"
 configure build "${g1_release[@]}"
 cmake --build build -j "$jobs"
-echo "== build (ASan+UBSan, -Werror) =="
+phase build-asan "build (ASan+UBSan, -Werror)"
 configure build-asan -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-g1 -DCONDUIT_SANITIZE=ON
 cmake --build build-asan -j "$jobs"
 
 # ThreadSanitizer: a small separate build of only the suites where threads meet (the
 # CONDUIT_TSAN branch of tests/CMakeLists.txt lists them), not a third build of everything.
-echo "== build (TSan: the suites where threads meet) =="
+phase build-tsan "build (TSan: the suites where threads meet)"
 configure build-tsan "${g1_release[@]}" -DCONDUIT_TSAN=ON -DCONDUIT_BUILD_TOOLS=OFF
 cmake --build build-tsan -j "$jobs"
 
@@ -53,7 +75,7 @@ status=0
 run_ctest() {  # run_ctest NAME CTEST_ARGS... ; output kept for the total
   local name=$1
   shift
-  echo "== $name =="
+  phase "$name"
   if ! ctest "$@" --output-on-failure 2>&1 | tee "$logs/$name.log"; then status=1; fi
   grep -q "tests passed" "$logs/$name.log" || status=1
 }
@@ -61,7 +83,7 @@ run_ctest host -LE 'rdma|twohost' --test-dir build -j "$jobs"
 run_ctest host-asan -LE 'rdma|twohost' --test-dir build-asan -j "$jobs"
 TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1} run_ctest host-tsan -LE 'rdma|twohost' --test-dir build-tsan -j "$jobs"
 
-echo "== rdma tests in the Soft-RoCE guest (testbed/run) =="
+phase guest "rdma tests in the Soft-RoCE guest (testbed/run)"
 # Soft-RoCE under TCG moves ~40 MB/s: stream 256 MiB per conformance case, not 1 GiB; and
 # an RDMA connect + close costs ~140 ms there (registration dominates): 300 connect/close
 # cycles per case, not 2000.
@@ -84,7 +106,7 @@ if ! CONDUIT_REQUIRE_RDMA=1 CONDUIT_CONFORMANCE_STREAM_BYTES=${CONDUIT_CONFORMAN
   status=1
 fi
 
-echo "== two-host fault tests (testbed/run --hosts 2, plain build) =="
+phase twohost "two-host fault tests (testbed/run --hosts 2, plain build)"
 # The scenarios run one at a time on the host and drive both guests (testbed/guest); each
 # takes 0.5-3 minutes on a loaded machine.
 twohost() {  # twohost LOG [CTEST_ARGS...]: one two-host boot running the scenarios
@@ -99,7 +121,7 @@ if ! twohost "$logs/twohost.log"; then
   # with its evidence, and is named again at the end (tests/twohost/README.md, "Reruns").
   failed_scenarios=$(sed -nE 's/^[[:space:]]*[0-9]+ - (twohost_[a-z_]+) \(.*\)$/\1/p' "$logs/twohost.log" | paste -sd '|')
   if [[ -n $failed_scenarios ]]; then
-    echo "== two-host fault tests: once more on fresh guests: ${failed_scenarios//|/ } =="
+    phase twohost-rerun "two-host fault tests: once more on fresh guests: ${failed_scenarios//|/ }"
     mv "$logs/twohost.log" "$logs/twohost-first-boot.txt"  # the total counts the rerun instead
     if twohost "$logs/twohost.log" -R "^(${failed_scenarios})\$"; then
       rerun_note="two-host scenario(s) failed on the first boot and passed on fresh guests: ${failed_scenarios//|/ }"
@@ -124,6 +146,7 @@ if ((runs < 6)); then
   echo "test.sh: expected 6 ctest runs (host, host-asan, host-tsan, rdma, rdma-asan, twohost), saw $runs" >&2
   status=1
 fi
+phase_times
 echo "total: $passed passed, $failed failed"
 [[ -z ${rerun_note:-} ]] || echo "test.sh: NOTE: $rerun_note (their first output is above)"
 exit $status
