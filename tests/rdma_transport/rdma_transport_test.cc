@@ -5,6 +5,8 @@
 #include <cstring>
 #include <filesystem>
 #include <random>
+#include <string>
+#include <vector>
 
 #include "conduit/base/clock.h"
 #include "conduit/transport/connection.h"
@@ -159,10 +161,24 @@ TEST_F(RdmaTransport, BadOptionsAreRejected) {
 
 // Every CQ of a loop reports through the loop's one completion channel per device
 // (cq_hub.h): once the loop has its first connection, more connections open no file
-// descriptors, and each one's completions still reach it.
+// descriptors, and each one's completions still reach it.  (Fewer is fine: in the ASan build
+// in the guest the count once went from 12 to 11, an fd open when `before` was taken and
+// closed by the second count; the loop now settles before each count, and a failure lists
+// what the fds are.)
 TEST_F(RdmaTransport, ConnectionsShareTheLoopsCompletionChannel) {
-  const auto fds = [] {
-    return std::distance(std::filesystem::directory_iterator("/proc/self/fd"), std::filesystem::directory_iterator{});
+  const auto fds = [] {  // "fd -> target" per open fd
+    std::vector<std::string> out;
+    for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) {
+      std::error_code ec;
+      const auto target = std::filesystem::read_symlink(e.path(), ec);
+      out.push_back(e.path().filename().string() + " -> " + (ec ? std::string("?") : target.string()));
+    }
+    return out;
+  };
+  const auto listing = [](const std::vector<std::string>& v) {
+    std::string s;
+    for (const auto& f : v) s += "\n  " + f;
+    return s;
   };
   auto loop = EventLoop::create();
   ASSERT_TRUE(loop.ok());
@@ -182,10 +198,15 @@ TEST_F(RdmaTransport, ConnectionsShareTheLoopsCompletionChannel) {
     }
     ASSERT_TRUE(run_until(**loop, [&] { return connected == static_cast<int>(clients.size()) && servers.size() == clients.size(); }, 30000));
   };
+  const auto settle = [&] { (void)run_until(**loop, [] { return false; }, 100); };
   open(1);
+  settle();
   const auto before = fds();
   open(16);
-  EXPECT_EQ(fds(), before) << "17 connections (34 ends) on one loop";
+  settle();
+  const auto after = fds();
+  EXPECT_LE(after.size(), before.size()) << "17 connections (34 ends) on one loop; open before the 16:"
+                                         << listing(before) << "\nand after:" << listing(after);
   // A byte each way on every connection: every CQ's events reach its own connection.
   size_t got = 0;
   for (size_t i = 0; i < servers.size(); ++i) {
