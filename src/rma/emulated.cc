@@ -24,7 +24,6 @@ constexpr size_t kResponseSize = 24;
 constexpr uint8_t kResponseBit = 0x80;
 
 uint8_t opcode_of(OpKind k) { return static_cast<uint8_t>(static_cast<uint8_t>(k) + 1); }  // 1..5
-bool is_atomic(OpKind k) { return k == OpKind::kFetchAdd || k == OpKind::kCompareSwap; }
 
 class EmuEngine final : public Engine {
  public:

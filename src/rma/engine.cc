@@ -27,20 +27,21 @@ std::string_view endpoint_state_name(EndpointState s) {
   return "?";
 }
 
-static bool is_atomic(OpKind k) { return k == OpKind::kFetchAdd || k == OpKind::kCompareSwap; }
-
 Status check_against(const Descriptor& d, OpKind kind, uint64_t offset, uint64_t length) {
-  // The op's name is made only for an error: this runs for every op submitted.
-  auto what = [kind] { return std::string(op_kind_name(kind)); };
-  if (!contains(d.rights, rights_needed(kind)))
-    return Status(Code::kPermissionDenied, what() + ": the descriptor grants " + rights_name(d.rights) + ", not " +
-                                               rights_name(rights_needed(kind)));
-  if (length == 0) return Status(Code::kInvalidArgument, what() + ": zero length");
-  if (offset > d.length || length > d.length - offset)
-    return Status(Code::kInvalidArgument, what() + ": [" + std::to_string(offset) + ", +" + std::to_string(length) +
-                                              ") is outside the " + std::to_string(d.length) + "-byte region");
-  if (is_atomic(kind) && (d.addr + offset) % 8 != 0)
-    return Status(Code::kInvalidArgument, what() + ": the remote word is not 8-byte aligned");
+  const Misfit m = misfit(d, kind, offset, length);
+  if (m == Misfit::kNone) return {};
+  const std::string what(op_kind_name(kind));
+  switch (m) {
+    case Misfit::kRights:
+      return Status(Code::kPermissionDenied, what + ": the descriptor grants " + rights_name(d.rights) + ", not " +
+                                                 rights_name(rights_needed(kind)));
+    case Misfit::kEmpty: return Status(Code::kInvalidArgument, what + ": zero length");
+    case Misfit::kRange:
+      return Status(Code::kInvalidArgument, what + ": [" + std::to_string(offset) + ", +" + std::to_string(length) +
+                                                ") is outside the " + std::to_string(d.length) + "-byte region");
+    case Misfit::kAlign: return Status(Code::kInvalidArgument, what + ": the remote word is not 8-byte aligned");
+    case Misfit::kNone: break;
+  }
   return {};
 }
 
@@ -124,9 +125,10 @@ Status Engine::submit(std::span<Op> ops) {
   for (size_t i = 0; i < ops.size(); ++i) {
     const Op& op = ops[i];
     const uint64_t len = is_atomic(op.kind) ? 8 : op.local.size();
-    if (fits(op.remote, op.kind, op.offset, len) && (is_atomic(op.kind) || len <= options_.max_op)) [[likely]]
+    if (misfit(op.remote, op.kind, op.offset, len) == Misfit::kNone && (is_atomic(op.kind) || len <= options_.max_op))
+        [[likely]]
       continue;
-    // It does not fit: say why (the checks again, out of line, with the message).
+    // It does not fit: say why.
     Status s = check_against(op.remote, op.kind, op.offset, len);
     if (s.ok())
       s = Status(Code::kInvalidArgument, std::string(op_kind_name(op.kind)) + ": " + std::to_string(len) +

@@ -24,6 +24,7 @@ struct Exposure {
   Descriptor descriptor() const { return {addr, length, key, rights, generation}; }
 };
 
+constexpr bool is_atomic(OpKind k) { return k == OpKind::kFetchAdd || k == OpKind::kCompareSwap; }
 constexpr Rights rights_needed(OpKind k) {
   switch (k) {
     case OpKind::kRead: return Rights::kRead;
@@ -42,12 +43,15 @@ Status refusal_status(Refusal r);
 // Where an op lands, relative to a descriptor: checks bounds (overflow-safe), the op's
 // rights and atomic alignment.  OK or kPermissionDenied/kInvalidArgument naming the op.
 Status check_against(const Descriptor& d, OpKind kind, uint64_t offset, uint64_t length);
-// The same checks as a yes/no, inline: submit() runs it for every op and calls
-// check_against() only to say why one does not fit.
-inline bool fits(const Descriptor& d, OpKind kind, uint64_t offset, uint64_t length) {
-  const bool atomic = kind == OpKind::kFetchAdd || kind == OpKind::kCompareSwap;
-  return contains(d.rights, rights_needed(kind)) && length != 0 && offset <= d.length &&
-         length <= d.length - offset && (!atomic || (d.addr + offset) % 8 == 0);
+// The first of those checks an op fails (kNone: it fits), inline: submit() runs it for
+// every op, and check_against() turns it into the message.
+enum class Misfit : uint8_t { kNone, kRights, kEmpty, kRange, kAlign };
+inline Misfit misfit(const Descriptor& d, OpKind kind, uint64_t offset, uint64_t length) {
+  if (!contains(d.rights, rights_needed(kind))) return Misfit::kRights;
+  if (length == 0) return Misfit::kEmpty;
+  if (offset > d.length || length > d.length - offset) return Misfit::kRange;
+  if (is_atomic(kind) && (d.addr + offset) % 8 != 0) return Misfit::kAlign;
+  return Misfit::kNone;
 }
 
 // The ops in flight, oldest first: a ring of `capacity` slots made once (submit() bounds the

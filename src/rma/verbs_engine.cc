@@ -226,7 +226,7 @@ class VerbsEngine final : public Engine {
       ibv_sge& sge = sges_[i];
       const bool write = op.kind == OpKind::kWrite || op.kind == OpKind::kWriteImm;
       const bool inlined = write && !op.local.empty() && op.local.size() <= std::min(kInlineMax, qp()->max_inline());
-      if (op.kind == OpKind::kFetchAdd || op.kind == OpKind::kCompareSwap) {
+      if (is_atomic(op.kind)) {
         sge = slots_->sge(seq % options_.depth * 8, 8);  // the op's word for the old value
       } else if (inlined) {  // copied into the work request at post: no registration
         sge.addr = reinterpret_cast<uintptr_t>(op.local.data());
@@ -582,7 +582,7 @@ class VerbsEngine final : public Engine {
     while (!parked_.empty() && parked_.front().last_seq <= done_) parked_.pop_front();
     uint64_t old = 0;
     const OpKind k = front().kind;
-    if (s.ok() && (k == OpKind::kFetchAdd || k == OpKind::kCompareSwap))
+    if (s.ok() && is_atomic(k))
       std::memcpy(&old, slots_->data() + done_ % options_.depth * 8, 8);
     ++done_;
     complete_front(std::move(s), old);

@@ -69,23 +69,11 @@ struct Op {
   // Inline: a callback-driven program builds one per op, and a call costs more than the
   // stores where every call is translated (the qemu guest of the benchmarks).
   static Op read(std::span<uint8_t> dst, const Descriptor& r, uint64_t off, OpCallback cb) {
-    Op op;
-    op.kind = OpKind::kRead;
-    op.local = dst;
-    op.remote = r;
-    op.offset = off;
-    op.done = std::move(cb);
-    return op;
+    return make(OpKind::kRead, dst, r, off, std::move(cb));
   }
   static Op write(std::span<const uint8_t> src, const Descriptor& r, uint64_t off, OpCallback cb) {
-    Op op;
-    op.kind = OpKind::kWrite;
     // Never written through: the span is non-const only so one field serves both directions.
-    op.local = std::span<uint8_t>(const_cast<uint8_t*>(src.data()), src.size());
-    op.remote = r;
-    op.offset = off;
-    op.done = std::move(cb);
-    return op;
+    return make(OpKind::kWrite, {const_cast<uint8_t*>(src.data()), src.size()}, r, off, std::move(cb));
   }
   static Op write_imm(std::span<const uint8_t> src, const Descriptor& r, uint64_t off, uint32_t imm,
                       OpCallback cb) {
@@ -95,18 +83,25 @@ struct Op {
     return op;
   }
   static Op fetch_add(const Descriptor& r, uint64_t off, uint64_t add, OpCallback cb) {
-    Op op;
-    op.kind = OpKind::kFetchAdd;
-    op.remote = r;
-    op.offset = off;
+    Op op = make(OpKind::kFetchAdd, {}, r, off, std::move(cb));
     op.operand = add;
-    op.done = std::move(cb);
     return op;
   }
   static Op compare_swap(const Descriptor& r, uint64_t off, uint64_t compare, uint64_t swap, OpCallback cb) {
     Op op = fetch_add(r, off, compare, std::move(cb));
     op.kind = OpKind::kCompareSwap;
     op.swap = swap;
+    return op;
+  }
+
+ private:
+  static Op make(OpKind kind, std::span<uint8_t> local, const Descriptor& r, uint64_t off, OpCallback cb) {
+    Op op;
+    op.kind = kind;
+    op.local = local;
+    op.remote = r;
+    op.offset = off;
+    op.done = std::move(cb);
     return op;
   }
 };
