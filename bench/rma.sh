@@ -87,7 +87,20 @@ cell() { # name op mode size ptest [busy_poll_us]
 	else target="<=1.10"; ok=$(awk -v r="$ratio" 'BEGIN { print (r != "nan" && r <= 1.10) ? "PASS" : "MISS" }'); fi
 	printf '%-18s %-22s %-22s %-8s %-7s %s\n' "$name" "$cm ($cmin..$cmax)" "$pm ($pmin..$pmax) $label" "$ratio" "$target" "$ok" |
 		tee -a "$out/summary.txt"
+	[[ $mode == bw ]] || runs+=("$(printf '%-18s conduit %s\n%-18s perftest %s' "$name" "$(per_run "$name-conduit")" "" "$(per_run "$name-perftest")")")
 }
+# Each latency run's t_min/t_typical, in rep order: the guest has a slow mode (the whole vCPU
+# runs ~1.8x slower, conduit's own code included; docs/BENCHMARKS.md) that comes and goes, so
+# a run whose t_typical is far above its t_min spent most of its ops in it.
+per_run() { # raw file prefix
+	local f rep line=""
+	for ((rep = 1; rep <= reps; rep++)); do
+		f=$out/raw/$1-$rep
+		line+="$(awk '/^ *#bytes/ { if (getline > 0) { printf "%s/%s", $3, $5; exit } }' "$f" 2>/dev/null || true) "
+	done
+	echo "$line"
+}
+runs=()
 cell read_lat_64 read lat 64 read_lat
 cell write_lat_64 write pingpong 64 write_lat
 cell atomic_lat_8 atomic lat 8 atomic_lat
@@ -101,4 +114,8 @@ cell write_bw_64K_poll write bw 65536 write_bw "$poll_us"
 echo "units: latency t_typical usec, bandwidth MB/s (2^20); conduit is event-driven, *_poll cells" \
 	"--busy-poll-us $poll_us; write latency is a ping-pong on both sides (conduit-rma-perf --mode" \
 	"pingpong, as ib_write_lat: half a round trip, each side polling its buffer)" | tee -a "$out/summary.txt"
+{
+	echo "latency runs, t_min/t_typical usec in rep order:"
+	printf '%s\n' "${runs[@]}"
+} | tee -a "$out/summary.txt"
 echo "results: $out"
