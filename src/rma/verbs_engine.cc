@@ -523,7 +523,7 @@ class VerbsEngine final : public Engine {
     if (!replay_all) {
       for (uint64_t o = done_; o < posted_; ++o) {
         const OpKind k = inflight_at(o - done_).kind;
-        if (k == OpKind::kFetchAdd || k == OpKind::kCompareSwap || k == OpKind::kWriteImm) uncertain_.push_back(o);
+        if (is_atomic(k) || k == OpKind::kWriteImm) uncertain_.push_back(o);
       }
     }
     CONDUIT_LOG(kInfo) << "rma rdma " << addresses() << ": queue pair failed (" << c.to_string()
